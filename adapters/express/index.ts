@@ -1,0 +1,227 @@
+/**
+ * `mcp-subscriptions/express`: mounts `subscriptions/listen` on an Express app's MCP route, in front
+ * of whatever serves the rest of MCP. Works with Express 4 and 5.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import {
+  CANCELLED_METHOD,
+  createListenHandler,
+  describeValue,
+  LISTEN_METHOD,
+  OptionsError,
+  ProtocolError,
+  routeOf,
+  RpcErrorCode,
+  writeProtocolError,
+  type ListenHandler,
+  type ListenHandlerOptions,
+} from '../../lib/index.ts';
+
+/** Options of {@link mcpSubscriptions}: the engine's listen options plus how to read Express requests. */
+export interface McpSubscriptionsOptions extends ListenHandlerOptions<Request> {
+  /**
+   * Who the caller is, from the request your auth middleware already authenticated. The principal
+   * scopes per-principal limits, `notifications/cancelled` and task ownership, and is handed to your
+   * checks. Return `undefined` for an anonymous caller.
+   * @default `req.auth` as the SDK's `requireBearerAuth` sets it (`extra.sub`, else `extra.principal`,
+   * else `clientId`), else `req.user` (a string, or its `id`, `sub` or `username`)
+   */
+  readonly principal?: (req: Request) => string | undefined;
+  /**
+   * Largest body this middleware reads itself when no body parser ran before it; a larger one is
+   * answered 413. @default 4194304 (4 MiB, as the SDK)
+   */
+  readonly maxBodyBytes?: number;
+}
+
+/** The middleware, with the engine it serves from (for `handler.options`, and tests). */
+export type McpSubscriptionsMiddleware = RequestHandler & { readonly handler: ListenHandler<Request> };
+
+const ANONYMOUS = 'anonymous';
+
+function stringField(value: unknown, ...names: string[]): string | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  for (const name of names) {
+    const field = (value as Record<string, unknown>)[name];
+    if (typeof field === 'string' && field !== '') return field;
+  }
+  return undefined;
+}
+
+/** The default principal: `req.auth` (the SDK's bearer auth), else `req.user` (Passport and friends). */
+export function defaultPrincipal(req: Request): string | undefined {
+  const { auth, user } = req as Request & { auth?: unknown; user?: unknown };
+  if (auth !== undefined && auth !== null) {
+    return stringField((auth as { extra?: unknown }).extra, 'sub', 'principal') ?? stringField(auth, 'clientId');
+  }
+  if (typeof user === 'string' && user !== '') return user;
+  return stringField(user, 'id', 'sub', 'username');
+}
+
+function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const declared = Number(req.headers['content-length']);
+    if (declared > limit) {
+      reject(tooLarge(limit));
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const cleanup = (): void => {
+      req.removeListener('data', onData);
+      req.removeListener('end', onEnd);
+      req.removeListener('error', onError);
+    };
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length;
+      if (size > limit) {
+        cleanup();
+        req.resume();
+        reject(tooLarge(limit));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = (): void => {
+      cleanup();
+      resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size));
+    };
+    const onError = (error: Error): void => {
+      cleanup();
+      reject(error);
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    req.on('error', onError);
+  });
+}
+
+function tooLarge(limit: number): ProtocolError {
+  return new ProtocolError(RpcErrorCode.InvalidRequest, `Request body exceeds ${limit} bytes`, {
+    httpStatus: 413,
+    headers: { Connection: 'close' },
+  });
+}
+
+function headerValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
+
+/**
+ * Serves `subscriptions/listen` (and `notifications/cancelled` for its streams) on the route it is
+ * mounted on; every other request goes on, untouched, to the next handler. Mount it after your auth
+ * middleware and before your MCP handler.
+ *
+ * When no body parser ran before it, it reads JSON bodies itself and leaves them on `req.body` as
+ * `express.json()` would (a later `express.json()` sees the body as parsed and keeps it), so pass
+ * `req.body` on to the SDK's handler: `nodeHandler(req, res, req.body)`.
+ *
+ * @example
+ * ```ts
+ * const hub = new SubscriptionHub();
+ * const offer = { toolsListChanged: true, resourceSubscriptions: true };
+ * app.post('/mcp', auth, mcpSubscriptions({ hub, capabilities: offer, canRead: (uri, { principal }) => mayRead(principal, uri) }),
+ *   (req, res) => mcpHandler(req, res, req.body));
+ * hub.resourceUpdated('note://alice/todo');
+ * ```
+ */
+export function mcpSubscriptions(options: McpSubscriptionsOptions): McpSubscriptionsMiddleware {
+  const handler = createListenHandler<Request>(options);
+  const principalOf = options.principal ?? defaultPrincipal;
+  if (typeof principalOf !== 'function') {
+    throw new OptionsError(`Expected \`principal\` to be a function, got ${describeValue(principalOf)}`);
+  }
+  const maxBodyBytes = options.maxBodyBytes ?? 4 * 1024 * 1024;
+  if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes <= 0) {
+    throw new OptionsError(`Expected \`maxBodyBytes\` to be a positive integer, got ${describeValue(maxBodyBytes)}`);
+  }
+
+  async function serve(req: Request, res: Response, next: NextFunction): Promise<void> {
+    const headerMethod = headerValue(req.headers['mcp-method']);
+    const parsedBefore = req.body !== undefined || req.readableEnded;
+    let body: unknown = parsedBefore ? req.body : undefined;
+    let rawBody: Buffer | string | undefined;
+    if (Buffer.isBuffer(body) || typeof body === 'string') {
+      // express.raw() or express.text() ran before us: parse the bytes here.
+      rawBody = body;
+      body = undefined;
+    } else if (!parsedBefore) {
+      // Read only what may be ours: a JSON body (Mcp-Method is absent or names a method of ours).
+      if (!JSON_TYPE.test(req.headers['content-type'] ?? '') && headerMethod !== LISTEN_METHOD) {
+        next();
+        return;
+      }
+      try {
+        rawBody = await readBody(req, maxBodyBytes);
+      } catch (error) {
+        if (error instanceof ProtocolError) writeProtocolError(res, error);
+        else next(error);
+        return;
+      }
+    }
+    if (rawBody !== undefined && body === undefined) {
+      try {
+        body = JSON.parse(rawBody.toString()) as unknown;
+      } catch {
+        body = undefined;
+      }
+    }
+
+    const route = routeOf(body, req.headers);
+    if (route === 'other') {
+      if (!parsedBefore && body !== undefined) {
+        // Leave the body where express.json() would have: Express 4's parser skips a request whose
+        // `_body` is set, Express 5's one whose stream has ended; both keep `req.body`.
+        req.body = body;
+        (req as Request & { _body?: boolean })._body = true;
+      }
+      next();
+      return;
+    }
+    const principal = principalOf(req) ?? ANONYMOUS;
+    if (route === 'cancelled') {
+      if (handler.cancel(principal, body)) {
+        res.writeHead(202).end();
+        return;
+      }
+      if (!parsedBefore) {
+        req.body = body;
+        (req as Request & { _body?: boolean })._body = true;
+      }
+      next();
+      return;
+    }
+    // Listen is ours to the end: drop the body from the request, which the response (and so the
+    // open stream) references, so a large filter is not pinned for the stream's lifetime.
+    req.body = undefined;
+    await handler.handle(
+      {
+        ...(body !== undefined ? { body } : rawBody !== undefined ? { rawBody } : { body: undefined }),
+        headers: req.headers,
+        principal,
+        request: req,
+      },
+      res,
+    );
+  }
+
+  const middleware = (req: Request, res: Response, next: NextFunction): void => {
+    if (req.method !== 'POST') {
+      next();
+      return;
+    }
+    const headerMethod = headerValue(req.headers['mcp-method']);
+    // Fast path: a request whose Mcp-Method names another method is not ours; its body stays unread.
+    if (headerMethod !== undefined && headerMethod !== LISTEN_METHOD && headerMethod !== CANCELLED_METHOD) {
+      next();
+      return;
+    }
+    serve(req, res, next).catch(next);
+  };
+  return Object.assign(middleware, { handler });
+}
+
+export type { ListenHandlerOptions };

@@ -1,0 +1,64 @@
+// ESLint flat config: typescript-eslint's type-checked rules, plus the import boundaries of the
+// layout (lib/ knows no framework; adapters reach lib only through its public entry, never each other).
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+const frameworks = ['express', 'express4', '@nestjs/*', 'ioredis', 'redis', 'rxjs', 'class-validator'];
+
+export default tseslint.config(
+  { ignores: ['node_modules/', 'dist/', 'bench/results/', '.conformance/', 'eslint.config.js'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommendedTypeChecked,
+  {
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+    },
+  },
+  {
+    files: ['lib/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: frameworks, message: 'lib/ is framework-free: it imports only node:* and itself.' },
+            { group: ['../adapters/*', '../sample-app/*', '../*/**'], message: 'lib/ imports only itself.' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['adapters/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^\\.\\./\\.\\./lib/(?!index\\.ts$)',
+              message: 'Adapters import lib only through its public entry, lib/index.ts.',
+            },
+            { regex: '^\\.\\./(?!\\.\\./lib/)', message: 'An adapter never imports another adapter.' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['test/**/*.ts', 'bench/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-non-null-assertion': 'off',
+      '@typescript-eslint/no-unsafe-assignment': 'off',
+      '@typescript-eslint/no-unsafe-member-access': 'off',
+      '@typescript-eslint/no-unsafe-argument': 'off',
+      '@typescript-eslint/no-unsafe-call': 'off',
+    },
+  },
+);

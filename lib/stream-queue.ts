@@ -1,0 +1,84 @@
+/**
+ * The bounded, coalescing queue of one stream. It only holds frames while the socket pushes back;
+ * a stream that keeps up never allocates one.
+ */
+
+/**
+ * What a full queue does with one more distinct event:
+ * - `'drop-oldest'`: forget the oldest queued event, keep the new one (the client learns of the
+ *   latest changes first);
+ * - `'drop-newest'`: keep what is queued, drop the new one;
+ * - `'close'`: end the stream; the client re-listens and refreshes.
+ */
+export type OverflowPolicy = 'drop-oldest' | 'drop-newest' | 'close';
+
+/** The overflow policies, for validation. */
+export const OVERFLOW_POLICIES: readonly OverflowPolicy[] = Object.freeze(['drop-oldest', 'drop-newest', 'close']);
+
+/** What happened to one event offered to the queue. */
+export type QueueOutcome = 'queued' | 'coalesced' | 'dropped-oldest' | 'dropped' | 'overflow';
+
+/**
+ * Insertion-ordered map from a coalescing key to the frame to write. Events are level-triggered
+ * ("the tools list changed", "this URI changed"), so a second one with a key already queued merges
+ * into the queued entry in place: memory is bounded by the distinct keys of the stream's filter as
+ * well as by `max`.
+ */
+export class StreamQueue {
+  private readonly entries = new Map<string, string>();
+
+  constructor(
+    private readonly max: number,
+    private readonly policy: OverflowPolicy,
+  ) {}
+
+  /** Frames currently queued. */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** Offers one frame under its coalescing key. */
+  push(key: string, frame: string): QueueOutcome {
+    if (this.entries.has(key)) {
+      // Map.set on an existing key keeps its position: the merged event goes out where the first was.
+      this.entries.set(key, frame);
+      return 'coalesced';
+    }
+    if (this.entries.size < this.max) {
+      this.entries.set(key, frame);
+      return 'queued';
+    }
+    switch (this.policy) {
+      case 'drop-newest':
+        return 'dropped';
+      case 'close':
+        return 'overflow';
+      case 'drop-oldest': {
+        const oldest = this.entries.keys().next().value as string;
+        this.entries.delete(oldest);
+        this.entries.set(key, frame);
+        return 'dropped-oldest';
+      }
+    }
+  }
+
+  /** Removes and returns up to `limit` frames joined in order, for one write. */
+  take(limit: number): { text: string; count: number } {
+    let text = '';
+    let count = 0;
+    for (const [key, frame] of this.entries) {
+      if (count === limit) break;
+      text += frame;
+      count++;
+      this.entries.delete(key);
+    }
+    return { text, count };
+  }
+
+  /** Forgets every queued frame; returns how many there were. */
+  clear(): number {
+    const count = this.entries.size;
+    this.entries.clear();
+    return count;
+  }
+}

@@ -1,0 +1,527 @@
+/**
+ * The hub host services publish to. It keeps every open stream of this process in indexes by what it
+ * listens for, so that an event costs in proportion to the streams that want it, and joins a bus so
+ * that events published on other nodes reach this node's streams too.
+ */
+import { MemoryBus, type BusMember, type SubscriptionBus } from './bus.ts';
+import {
+  consoleLogger,
+  overflowChannel,
+  publishChannel,
+  streamCloseChannel,
+  streamOpenChannel,
+  type Logger,
+} from './diagnostics.ts';
+import {
+  ClosedError,
+  describeValue,
+  OptionsError,
+  ProtocolError,
+  RpcErrorCode,
+  SUBSCRIPTION_LIMIT_MESSAGE,
+} from './errors.ts';
+import type { ListChangedKind, NotificationFilter, RequestId, SubscriptionEvent, TaskState } from './events.ts';
+import { ListenStream, type CloseReason, type StreamCounters, type StreamResponse } from './listen-stream.ts';
+import { eventFrame, validateEvent } from './protocol.ts';
+import { OVERFLOW_POLICIES, type OverflowPolicy } from './stream-queue.ts';
+
+/** Options of {@link SubscriptionHub}. */
+export interface SubscriptionHubOptions {
+  /**
+   * Most events queued per stream while its client does not keep up. Coalescing keeps a queue within
+   * the distinct kinds and URIs of the stream's filter, so this bound only bites on large filters.
+   * @default 100
+   */
+  readonly maxBuffer?: number;
+  /** What a full queue does with one more event. @default 'drop-oldest' */
+  readonly overflow?: OverflowPolicy;
+  /** Open listen streams in this process; the next one is refused with HTTP 503. @default 1024 */
+  readonly maxSubscriptions?: number;
+  /** Open listen streams per principal, or `false` for no per-principal bound. @default false */
+  readonly maxSubscriptionsPerPrincipal?: number | false;
+  /** Carries events between the hubs of several nodes. @default new MemoryBus() */
+  readonly bus?: SubscriptionBus;
+  /** Where runtime failures are reported. @default console */
+  readonly logger?: Logger;
+  /**
+   * How long `complete()` waits for a client that does not read its last events before cutting it off.
+   * @default 3000
+   */
+  readonly completeTimeoutMs?: number;
+  /** Seconds the `Retry-After` header of a capacity refusal names. @default 1 */
+  readonly retryAfterSeconds?: number;
+}
+
+/** The hub's options after defaults and validation. */
+export type ResolvedHubOptions = Readonly<Required<SubscriptionHubOptions>>;
+
+/** What one publish did on this node. */
+export interface PublishReport {
+  /** Streams whose honoured filter wanted the event. */
+  matched: number;
+  /** Streams it was written to at once. */
+  written: number;
+  /** Streams that queued it behind a slow socket. */
+  queued: number;
+  /** Streams that merged it into an identical event already queued. */
+  coalesced: number;
+  /** Streams whose full queue dropped an event for it (see `overflow`). */
+  dropped: number;
+  /** Streams closed by the `'close'` overflow policy. */
+  closed: number;
+}
+
+/** A snapshot of the hub's state and counters since it was created. */
+export interface HubStats {
+  openStreams: number;
+  /** Listen requests holding a slot while their URIs are being authorized. */
+  pendingStreams: number;
+  openByPrincipal: Record<string, number>;
+  /** Open streams per honoured kind: how many want each list change, resource updates, task updates. */
+  listening: {
+    toolsListChanged: number;
+    promptsListChanged: number;
+    resourcesListChanged: number;
+    resourceUris: number;
+    taskIds: number;
+  };
+  /** Events currently queued behind slow sockets, over all streams. */
+  queued: number;
+  /** Events delivered to this node's streams (published here or received from the bus). */
+  published: number;
+  /** Frames written to sockets. */
+  written: number;
+  coalesced: number;
+  dropped: number;
+  opened: number;
+  closed: Record<CloseReason, number>;
+  refused: number;
+  maxSubscriptions: number;
+  maxBuffer: number;
+}
+
+/** A capacity slot held while a listen request is authorized. */
+export interface Reservation {
+  /** Opens the stream on `res` (headers, then the ack) and registers it; or completes it at once when its filter is empty. */
+  open(res: StreamResponse, init: OpenInit): ListenStream;
+  /** Gives the slot back without opening (the client left, or authorization failed). Idempotent. */
+  release(): void;
+}
+
+/** What {@link Reservation.open} needs besides the response. */
+export interface OpenInit {
+  readonly id: RequestId;
+  readonly filter: NotificationFilter;
+  readonly keepAliveMs: number | false;
+  readonly ackFrame: string;
+  readonly resultFrame: string;
+}
+
+function positiveInteger(name: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
+    throw new OptionsError(`Expected \`${name}\` to be a positive integer, got ${describeValue(value)}`);
+  }
+  return value;
+}
+
+/** Applies defaults to hub options and validates them; never mutates its input. */
+export function resolveHubOptions(options: SubscriptionHubOptions = {}): ResolvedHubOptions {
+  if (typeof options !== 'object' || options === null) {
+    throw new OptionsError(`Expected options to be an object, got ${describeValue(options)}`);
+  }
+  const overflow = options.overflow ?? 'drop-oldest';
+  if (!OVERFLOW_POLICIES.includes(overflow)) {
+    throw new OptionsError(
+      `Expected \`overflow\` to be one of ${OVERFLOW_POLICIES.map((p) => `'${p}'`).join(', ')}, got ${describeValue(overflow)}`,
+    );
+  }
+  const perPrincipal = options.maxSubscriptionsPerPrincipal ?? false;
+  const bus = options.bus ?? new MemoryBus();
+  if (typeof (bus as Partial<SubscriptionBus>).join !== 'function') {
+    throw new OptionsError('Expected `bus` to implement `join(onEvent)`');
+  }
+  const logger = options.logger ?? consoleLogger;
+  if (typeof logger.warn !== 'function' || typeof logger.error !== 'function') {
+    throw new OptionsError('Expected `logger` to have `warn` and `error` methods');
+  }
+  return Object.freeze({
+    maxBuffer: positiveInteger('maxBuffer', options.maxBuffer ?? 100),
+    overflow,
+    maxSubscriptions: positiveInteger('maxSubscriptions', options.maxSubscriptions ?? 1024),
+    maxSubscriptionsPerPrincipal:
+      perPrincipal === false ? false : positiveInteger('maxSubscriptionsPerPrincipal', perPrincipal),
+    bus,
+    logger,
+    completeTimeoutMs: positiveInteger('completeTimeoutMs', options.completeTimeoutMs ?? 3000),
+    retryAfterSeconds: positiveInteger('retryAfterSeconds', options.retryAfterSeconds ?? 1),
+  });
+}
+
+function requestKey(principal: string, id: RequestId): string {
+  return `${principal}\u0000${typeof id === 'number' ? 'n' : 's'}${id}`;
+}
+
+function addTo<K>(index: Map<K, Set<ListenStream>>, key: K, stream: ListenStream): void {
+  const set = index.get(key);
+  if (set === undefined) index.set(key, new Set([stream]));
+  else set.add(stream);
+}
+
+function removeFrom<K>(index: Map<K, Set<ListenStream>>, key: K, stream: ListenStream): void {
+  const set = index.get(key);
+  if (set === undefined) return;
+  set.delete(stream);
+  if (set.size === 0) index.delete(key);
+}
+
+function filterSummary(filter: NotificationFilter): Record<string, number | boolean> {
+  return {
+    toolsListChanged: filter.toolsListChanged === true,
+    promptsListChanged: filter.promptsListChanged === true,
+    resourcesListChanged: filter.resourcesListChanged === true,
+    resourceSubscriptions: filter.resourceSubscriptions?.length ?? 0,
+    taskIds: filter.taskIds?.length ?? 0,
+  };
+}
+
+/**
+ * Fans change events out to every open listen stream that asked for them.
+ *
+ * @example
+ * ```ts
+ * const hub = new SubscriptionHub({ maxBuffer: 100 });
+ * hub.toolsListChanged();
+ * hub.resourceUpdated('note://alice/todo');
+ * await hub.close(); // on shutdown: every stream ends with its terminal result
+ * ```
+ */
+export class SubscriptionHub {
+  /** The resolved options. */
+  readonly options: ResolvedHubOptions;
+
+  private readonly streams = new Set<ListenStream>();
+  private readonly byList: Record<ListChangedKind, Set<ListenStream>> = {
+    tools_list_changed: new Set(),
+    prompts_list_changed: new Set(),
+    resources_list_changed: new Set(),
+  };
+  private readonly byUri = new Map<string, Set<ListenStream>>();
+  private readonly byTask = new Map<string, Set<ListenStream>>();
+  private readonly byRequest = new Map<string, Set<ListenStream>>();
+  /** Open and pending streams per principal; entries at zero are deleted. */
+  private readonly perPrincipal = new Map<string, number>();
+  private readonly listeners = new Set<(event: SubscriptionEvent) => void>();
+  private readonly counters: StreamCounters = { written: 0, coalesced: 0, dropped: 0 };
+  private readonly closedBy: Record<CloseReason, number> = {
+    client: 0,
+    cancelled: 0,
+    complete: 0,
+    empty: 0,
+    overflow: 0,
+    timeout: 0,
+  };
+  private readonly member: BusMember;
+  private pending = 0;
+  private published = 0;
+  private opened = 0;
+  private refused = 0;
+  private closing = false;
+
+  constructor(options: SubscriptionHubOptions = {}) {
+    this.options = resolveHubOptions(options);
+    this.member = this.options.bus.join((event) => this.deliver(event));
+  }
+
+  /** Tells every stream listening for tool list changes. */
+  toolsListChanged(): PublishReport {
+    return this.publish({ kind: 'tools_list_changed' });
+  }
+
+  /** Tells every stream listening for prompt list changes. */
+  promptsListChanged(): PublishReport {
+    return this.publish({ kind: 'prompts_list_changed' });
+  }
+
+  /** Tells every stream listening for resource list changes. */
+  resourcesListChanged(): PublishReport {
+    return this.publish({ kind: 'resources_list_changed' });
+  }
+
+  /** Tells every stream subscribed to `uri` (an absolute URI) that the resource changed. */
+  resourceUpdated(uri: string): PublishReport {
+    return this.publish({ kind: 'resource_updated', uri });
+  }
+
+  /** Sends a task's full state to its owner's streams that listen for its id (Tasks extension). */
+  taskStatus(task: TaskState, owner: string): PublishReport {
+    return this.publish({ kind: 'task_status', task, owner });
+  }
+
+  /**
+   * Publishes an event: delivers it to this node's streams, then hands it to the bus for the other
+   * nodes. Accepts the official SDK's `ServerEvent` shape, so the hub can be the SDK's `bus`.
+   * Throws an `EventError` for an invalid event; returns what happened on this node.
+   */
+  publish(event: SubscriptionEvent): PublishReport {
+    const valid = validateEvent(event);
+    if (this.closing) throw new ClosedError('the hub is closed; it accepts no more events');
+    const report = this.deliver(valid);
+    this.member.publish(valid);
+    return report;
+  }
+
+  /**
+   * Registers a listener for every event this hub delivers (published here or arriving over the bus),
+   * in the shape of the SDK's `ServerEventBus.subscribe`. Returns an idempotent unsubscribe.
+   */
+  subscribe(listener: (event: SubscriptionEvent) => void): () => void {
+    const own = (event: SubscriptionEvent): void => listener(event);
+    this.listeners.add(own);
+    return () => {
+      this.listeners.delete(own);
+    };
+  }
+
+  /**
+   * Holds a slot for a listen request before its URIs are authorized, so concurrent requests cannot
+   * exceed the bounds. Throws the spec's -32603 "Subscription limit reached" (HTTP 503) when full.
+   */
+  reserve(principal: string, id: RequestId | null = null): Reservation {
+    const { maxSubscriptions, maxSubscriptionsPerPrincipal, retryAfterSeconds } = this.options;
+    const mine = this.perPrincipal.get(principal) ?? 0;
+    if (this.closing) {
+      this.refused++;
+      throw new ProtocolError(RpcErrorCode.InternalError, 'Server is shutting down', {
+        id,
+        httpStatus: 503,
+        headers: { 'Retry-After': String(retryAfterSeconds) },
+      });
+    }
+    if (
+      this.streams.size + this.pending >= maxSubscriptions ||
+      (maxSubscriptionsPerPrincipal !== false && mine >= maxSubscriptionsPerPrincipal)
+    ) {
+      this.refused++;
+      throw new ProtocolError(RpcErrorCode.InternalError, SUBSCRIPTION_LIMIT_MESSAGE, {
+        id,
+        headers: { 'Retry-After': String(retryAfterSeconds) },
+      });
+    }
+    this.pending++;
+    this.perPrincipal.set(principal, mine + 1);
+    let held = true;
+    const release = (): void => {
+      if (!held) return;
+      held = false;
+      this.pending--;
+      this.decrementPrincipal(principal);
+    };
+    return {
+      release,
+      open: (res, init) => {
+        if (!held) throw new Error('mcp-subscriptions: a reservation opens at most one stream');
+        held = false;
+        this.pending--;
+        return this.attach(res, principal, init);
+      },
+    };
+  }
+
+  /**
+   * Closes, without writing anything more, the open streams of `principal` whose listen id is
+   * `id` (a `notifications/cancelled` for them). Returns how many were closed.
+   */
+  cancel(principal: string, id: RequestId): number {
+    const set = this.byRequest.get(requestKey(principal, id));
+    if (set === undefined) return 0;
+    const matched = [...set];
+    for (const stream of matched) stream.cancel('cancelled');
+    return matched.length;
+  }
+
+  /** A snapshot of the hub's state and counters. */
+  stats(): HubStats {
+    let queued = 0;
+    for (const stream of this.streams) queued += stream.queued;
+    const openByPrincipal: Record<string, number> = {};
+    for (const stream of this.streams) openByPrincipal[stream.principal] = (openByPrincipal[stream.principal] ?? 0) + 1;
+    return {
+      openStreams: this.streams.size,
+      pendingStreams: this.pending,
+      openByPrincipal,
+      listening: {
+        toolsListChanged: this.byList.tools_list_changed.size,
+        promptsListChanged: this.byList.prompts_list_changed.size,
+        resourcesListChanged: this.byList.resources_list_changed.size,
+        resourceUris: this.byUri.size,
+        taskIds: this.byTask.size,
+      },
+      queued,
+      published: this.published,
+      written: this.counters.written,
+      coalesced: this.counters.coalesced,
+      dropped: this.counters.dropped,
+      opened: this.opened,
+      closed: { ...this.closedBy },
+      refused: this.refused,
+      maxSubscriptions: this.options.maxSubscriptions,
+      maxBuffer: this.options.maxBuffer,
+    };
+  }
+
+  /**
+   * Ends every open stream gracefully: writes what each has queued, then the terminal result, then
+   * ends the response. New streams may still open afterwards (see {@link close}).
+   */
+  async complete(): Promise<void> {
+    const timeout = this.options.completeTimeoutMs;
+    await Promise.all([...this.streams].map((stream) => stream.end('complete', true, timeout)));
+  }
+
+  /** Refuses new streams and events, completes every open stream, and leaves the bus. Idempotent. */
+  async close(): Promise<void> {
+    if (this.closing) return;
+    this.closing = true;
+    try {
+      await this.complete();
+    } finally {
+      await this.member.leave();
+    }
+  }
+
+  private attach(res: StreamResponse, principal: string, init: OpenInit): ListenStream {
+    const filter = init.filter;
+    const stream = new ListenStream(res, {
+      id: init.id,
+      principal,
+      filter,
+      keepAliveMs: init.keepAliveMs,
+      maxBuffer: this.options.maxBuffer,
+      overflow: this.options.overflow,
+      endTimeoutMs: this.options.completeTimeoutMs,
+      ackFrame: init.ackFrame,
+      resultFrame: init.resultFrame,
+      counters: this.counters,
+      onClose: this.onStreamClose,
+      onOverflow: this.onStreamOverflow,
+    });
+    this.opened++;
+    stream.open();
+    const empty =
+      filter.toolsListChanged !== true &&
+      filter.promptsListChanged !== true &&
+      filter.resourcesListChanged !== true &&
+      filter.resourceSubscriptions === undefined &&
+      filter.taskIds === undefined;
+    if (empty) {
+      this.decrementPrincipal(principal);
+      this.closedBy.empty++;
+      void stream.end('empty', false, this.options.completeTimeoutMs);
+      return stream;
+    }
+    // Registered only now, after the ack was written: no event can overtake it.
+    this.streams.add(stream);
+    if (filter.toolsListChanged) this.byList.tools_list_changed.add(stream);
+    if (filter.promptsListChanged) this.byList.prompts_list_changed.add(stream);
+    if (filter.resourcesListChanged) this.byList.resources_list_changed.add(stream);
+    for (const uri of filter.resourceSubscriptions ?? []) addTo(this.byUri, uri, stream);
+    for (const taskId of filter.taskIds ?? []) addTo(this.byTask, taskId, stream);
+    addTo(this.byRequest, requestKey(principal, init.id), stream);
+    if (streamOpenChannel.hasSubscribers) {
+      streamOpenChannel.publish({ principal, filter: filterSummary(filter) });
+    }
+    return stream;
+  }
+
+  private readonly onStreamClose = (stream: ListenStream, reason: CloseReason): void => {
+    // An empty stream was never registered; its close is counted where it was opened.
+    if (!this.streams.delete(stream)) return;
+    const filter = stream.filter;
+    this.byList.tools_list_changed.delete(stream);
+    this.byList.prompts_list_changed.delete(stream);
+    this.byList.resources_list_changed.delete(stream);
+    for (const uri of filter.resourceSubscriptions ?? []) removeFrom(this.byUri, uri, stream);
+    for (const taskId of filter.taskIds ?? []) removeFrom(this.byTask, taskId, stream);
+    removeFrom(this.byRequest, requestKey(stream.principal, stream.id), stream);
+    this.decrementPrincipal(stream.principal);
+    this.closedBy[reason]++;
+    if (streamCloseChannel.hasSubscribers) {
+      streamCloseChannel.publish({ principal: stream.principal, reason, filter: filterSummary(filter) });
+    }
+  };
+
+  private readonly onStreamOverflow = (stream: ListenStream): void => {
+    if (overflowChannel.hasSubscribers) {
+      overflowChannel.publish({ principal: stream.principal, policy: this.options.overflow, queued: stream.queued });
+    }
+  };
+
+  private decrementPrincipal(principal: string): void {
+    const count = (this.perPrincipal.get(principal) ?? 1) - 1;
+    if (count <= 0) this.perPrincipal.delete(principal);
+    else this.perPrincipal.set(principal, count);
+  }
+
+  /** Delivers a valid event to this node's streams: the hot path. */
+  private deliver(event: SubscriptionEvent): PublishReport {
+    this.published++;
+    let targets: Set<ListenStream> | undefined;
+    let key: string;
+    switch (event.kind) {
+      case 'resource_updated':
+        targets = this.byUri.get(event.uri);
+        key = `r:${event.uri}`;
+        break;
+      case 'task_status':
+        targets = this.byTask.get(event.task.taskId);
+        key = `t:${event.task.taskId}`;
+        break;
+      default:
+        targets = this.byList[event.kind];
+        key = event.kind;
+    }
+    const report: PublishReport = { matched: 0, written: 0, queued: 0, coalesced: 0, dropped: 0, closed: 0 };
+    if (targets !== undefined && targets.size > 0) {
+      const frame = eventFrame(event);
+      const owner = event.kind === 'task_status' ? event.owner : undefined;
+      for (const stream of targets) {
+        // A task's changes reach only streams whose principal owns it now (spec §7).
+        if (owner !== undefined && stream.principal !== owner) continue;
+        report.matched++;
+        switch (stream.deliver(frame, key)) {
+          case 'written':
+            report.written++;
+            break;
+          case 'queued':
+            report.queued++;
+            break;
+          case 'coalesced':
+            report.coalesced++;
+            break;
+          case 'dropped-oldest':
+            report.queued++;
+            report.dropped++;
+            break;
+          case 'dropped':
+            report.dropped++;
+            break;
+          case 'overflow':
+            report.dropped++;
+            report.closed++;
+            break;
+          case 'closed':
+            break;
+        }
+      }
+      if (publishChannel.hasSubscribers) publishChannel.publish({ kind: event.kind, ...report });
+    }
+    for (const listener of this.listeners) {
+      try {
+        listener(event);
+      } catch (error) {
+        this.options.logger.error('an event listener threw', { error });
+      }
+    }
+    return report;
+  }
+}
