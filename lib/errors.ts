@@ -24,8 +24,6 @@ export const ErrorCode = Object.freeze({
   InvalidEvent: 'ERR_MCP_SUBSCRIPTIONS_INVALID_EVENT',
   /** A client's listen request was refused before the stream opened; carries the JSON-RPC error. */
   Protocol: 'ERR_MCP_SUBSCRIPTIONS_PROTOCOL',
-  /** The hub was closed and accepts no more streams or events. */
-  Closed: 'ERR_MCP_SUBSCRIPTIONS_CLOSED',
 });
 
 /** Base class of every error this package throws. */
@@ -51,13 +49,6 @@ export class OptionsError extends McpSubscriptionsError {
 export class EventError extends McpSubscriptionsError {
   constructor(message: string) {
     super(ErrorCode.InvalidEvent, `mcp-subscriptions: ${message}`);
-  }
-}
-
-/** Thrown by a closed hub when asked to accept a stream or an event. */
-export class ClosedError extends McpSubscriptionsError {
-  constructor(message: string) {
-    super(ErrorCode.Closed, `mcp-subscriptions: ${message}`);
   }
 }
 

@@ -27,7 +27,6 @@ export type { BusMember, SubscriptionBus } from './bus.ts';
 export { defineCapabilities, toServerCapabilities } from './capabilities.ts';
 export type { ResolvedCapabilities, ServerCapabilitiesFragment, SubscriptionCapabilities } from './capabilities.ts';
 export {
-  ClosedError,
   describeValue,
   ErrorCode,
   EventError,

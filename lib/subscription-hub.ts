@@ -13,7 +13,6 @@ import {
   type Logger,
 } from './diagnostics.ts';
 import {
-  ClosedError,
   describeValue,
   OptionsError,
   ProtocolError,
@@ -264,7 +263,8 @@ export class SubscriptionHub {
    */
   publish(event: SubscriptionEvent): PublishReport {
     const valid = validateEvent(event);
-    if (this.closing) throw new ClosedError('the hub is closed; it accepts no more events');
+    // Host code may still publish while the app shuts down: a closed hub delivers nothing, quietly.
+    if (this.closing) return { matched: 0, written: 0, queued: 0, coalesced: 0, dropped: 0, closed: 0 };
     const report = this.deliver(valid);
     this.member.publish(valid);
     return report;
@@ -378,7 +378,10 @@ export class SubscriptionHub {
     await Promise.all([...this.streams].map((stream) => stream.end('complete', true, timeout)));
   }
 
-  /** Refuses new streams and events, completes every open stream, and leaves the bus. Idempotent. */
+  /**
+   * Refuses new streams (HTTP 503) and ignores further events, completes every open stream, and
+   * leaves the bus. Idempotent.
+   */
   async close(): Promise<void> {
     if (this.closing) return;
     this.closing = true;
