@@ -35,15 +35,15 @@ export type CloseReason =
   /** Nothing of the filter was honoured: acknowledged, then completed at once. */
   | 'empty'
   /** Its queue overflowed under the `'close'` policy. */
-  | 'overflow'
-  /** It could not finish writing in time and was cut off. */
-  | 'timeout';
+  | 'overflow';
 
 /** Counters a stream adds to; owned by its hub. */
 export interface StreamCounters {
   written: number;
   coalesced: number;
   dropped: number;
+  /** Ending streams whose client did not read their last frames in time, so were cut off. */
+  cutOff: number;
 }
 
 /** What a stream is made of. It keeps nothing of the request but these. */
@@ -178,7 +178,10 @@ export class ListenStream {
     this.init.onClose(this, reason);
     if (!this.blocked) this.flush();
     else if (timeoutMs > 0) {
-      this.endTimer = setTimeout(() => this.teardown(), timeoutMs);
+      this.endTimer = setTimeout(() => {
+        this.init.counters.cutOff++;
+        this.teardown();
+      }, timeoutMs);
       this.endTimer.unref();
     }
     return this.finished;

@@ -7,6 +7,7 @@ import { authorizeEach, type ItemCheck } from './authorize.ts';
 import { defineCapabilities, type ResolvedCapabilities, type SubscriptionCapabilities } from './capabilities.ts';
 import { checkErrorChannel, type Logger } from './diagnostics.ts';
 import { describeValue, hasErrorCode, ErrorCode, OptionsError, ProtocolError, RpcErrorCode } from './errors.ts';
+import { durationOrFalse, optionalFunction, optionsObject, positiveInteger } from './options.ts';
 import { SUPPORTED_PROTOCOL_VERSIONS, type NotificationFilter, type RequestId } from './events.ts';
 import type { StreamResponse } from './listen-stream.ts';
 import {
@@ -30,6 +31,11 @@ export interface CheckContext<Req = unknown> {
   readonly principal: string;
   /** The framework's request (Express `req`, …), for checks that need the host's own auth state. */
   readonly request: Req;
+  /**
+   * Aborted when the client goes away before its stream opens: pass it to your database calls so
+   * that an abandoned listen stops costing. (A check that times out is abandoned, not stopped.)
+   */
+  readonly signal: AbortSignal;
 }
 
 /**
@@ -132,28 +138,9 @@ export function routeOf(body: unknown, headers: HeaderBag): 'listen' | 'cancelle
   return 'other';
 }
 
-function check(name: string, value: unknown): void {
-  if (value !== undefined && typeof value !== 'function') {
-    throw new OptionsError(`Expected \`${name}\` to be a function, got ${describeValue(value)}`);
-  }
-}
-
-function positiveInteger(name: string, value: unknown): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
-    throw new OptionsError(`Expected \`${name}\` to be a positive integer, got ${describeValue(value)}`);
-  }
-  return value;
-}
-
-function durationOrFalse(name: string, value: unknown): number | false {
-  return value === false ? false : positiveInteger(name, value);
-}
-
 /** Applies defaults to listen options and validates them; never mutates its input. */
 export function resolveListenOptions<Req>(options: ListenHandlerOptions<Req>): ResolvedListenOptions<Req> {
-  if (typeof options !== 'object' || options === null) {
-    throw new OptionsError(`Expected options to be an object, got ${describeValue(options)}`);
-  }
+  optionsObject(options);
   const hub = options.hub as SubscriptionHub | undefined;
   if (typeof hub !== 'object' || hub === null || typeof hub.reserve !== 'function') {
     throw new OptionsError(`Expected \`hub\` to be a SubscriptionHub, got ${describeValue(hub)}`);
@@ -169,9 +156,9 @@ export function resolveListenOptions<Req>(options: ListenHandlerOptions<Req>): R
   } catch (error) {
     throw new OptionsError((error as Error).message.replace(/^mcp-subscriptions: /, ''));
   }
-  check('canRead', options.canRead);
-  check('handleSubscribeResource', options.handleSubscribeResource);
-  check('canAccessTask', options.canAccessTask);
+  optionalFunction('canRead', options.canRead);
+  optionalFunction('handleSubscribeResource', options.handleSubscribeResource);
+  optionalFunction('canAccessTask', options.canAccessTask);
   if (capabilities.resourceSubscriptions && options.canRead === undefined) {
     throw new OptionsError(
       'Expected `canRead` (the read check your resources/read uses) since `capabilities.resourceSubscriptions` is on',
@@ -268,16 +255,16 @@ export function createListenHandler<Req = unknown>(options: ListenHandlerOptions
       const hook = what === 'task' ? 'canAccessTask' : (stageNames[stage] ?? 'check');
       // The item itself is not logged: URIs and task ids can be confidential.
       logger.warn(`${hook} failed; the ${what} was left out of the acknowledgement`, { error });
-      if (checkErrorChannel.hasSubscribers) checkErrorChannel.publish({ stage: hook, error });
+      // The host's error may quote the URI: telemetry gets its name and code only.
+      if (checkErrorChannel.hasSubscribers) {
+        const { name, code } = (error ?? {}) as { name?: unknown; code?: unknown };
+        checkErrorChannel.publish({ stage: hook, errorName: name, errorCode: code });
+      }
     };
   const onResourceError = onCheckError('resource');
   const onTaskError = onCheckError('task');
 
-  async function narrow(
-    requested: NotificationFilter,
-    context: CheckContext<Req>,
-    signal: AbortSignal,
-  ): Promise<NotificationFilter> {
+  async function narrow(requested: NotificationFilter, context: CheckContext<Req>): Promise<NotificationFilter> {
     const honored: { -readonly [K in keyof NotificationFilter]: NotificationFilter[K] } = {};
     if (requested.toolsListChanged && capabilities.toolsListChanged) honored.toolsListChanged = true;
     if (requested.promptsListChanged && capabilities.promptsListChanged) honored.promptsListChanged = true;
@@ -285,7 +272,7 @@ export function createListenHandler<Req = unknown>(options: ListenHandlerOptions
     const run = {
       concurrency: resolved.authorizeConcurrency,
       timeoutMs: resolved.authorizeTimeoutMs,
-      signal,
+      signal: context.signal,
     };
     const [uris, taskIds] = await Promise.all([
       requested.resourceSubscriptions && capabilities.resourceSubscriptions
@@ -304,11 +291,12 @@ export function createListenHandler<Req = unknown>(options: ListenHandlerOptions
     let request: ListenRequest;
     let id: RequestId | null = null;
     try {
+      // HTTP-level checks come first: a body that is not JSON by its Content-Type is not parsed.
+      checkHttp(input.headers, input.body);
       // The body is read into locals only: an open stream must not pin a large request in memory.
       const body =
         input.body !== undefined || input.rawBody === undefined ? input.body : parseJsonBody(String(input.rawBody));
       id = echoableId(body);
-      checkHttp(input.headers, body);
       request = parseListenRequest(body, input.headers, parseOptions);
     } catch (error) {
       if (hasErrorCode(error, ErrorCode.Protocol)) writeProtocolError(res, error as ProtocolError);
@@ -332,7 +320,7 @@ export function createListenHandler<Req = unknown>(options: ListenHandlerOptions
     res.once('close', onGone);
     let honored: NotificationFilter;
     try {
-      honored = await narrow(request.filter, { principal, request: input.request }, gone.signal);
+      honored = await narrow(request.filter, { principal, request: input.request, signal: gone.signal });
     } catch (error) {
       reservation.release();
       res.removeListener('close', onGone);
@@ -355,7 +343,9 @@ export function createListenHandler<Req = unknown>(options: ListenHandlerOptions
       });
     } catch (error) {
       reservation.release();
-      fail(res, error, request.id);
+      // The hub closing while this request was being authorized is a refusal, not a failure.
+      if (hasErrorCode(error, ErrorCode.Protocol)) writeProtocolError(res, error as ProtocolError);
+      else fail(res, error, request.id);
     }
   }
 

@@ -12,15 +12,10 @@ import {
   streamOpenChannel,
   type Logger,
 } from './diagnostics.ts';
-import {
-  describeValue,
-  OptionsError,
-  ProtocolError,
-  RpcErrorCode,
-  SUBSCRIPTION_LIMIT_MESSAGE,
-} from './errors.ts';
+import { describeValue, OptionsError, ProtocolError, RpcErrorCode, SUBSCRIPTION_LIMIT_MESSAGE } from './errors.ts';
 import type { ListChangedKind, NotificationFilter, RequestId, SubscriptionEvent, TaskState } from './events.ts';
 import { ListenStream, type CloseReason, type StreamCounters, type StreamResponse } from './listen-stream.ts';
+import { durationMs, optionsObject, positiveInteger } from './options.ts';
 import { eventFrame, validateEvent } from './protocol.ts';
 import { OVERFLOW_POLICIES, type OverflowPolicy } from './stream-queue.ts';
 
@@ -94,6 +89,8 @@ export interface HubStats {
   dropped: number;
   opened: number;
   closed: Record<CloseReason, number>;
+  /** Ending streams cut off because their client did not read the last frames within `completeTimeoutMs`. */
+  cutOff: number;
   refused: number;
   maxSubscriptions: number;
   maxBuffer: number;
@@ -116,18 +113,9 @@ export interface OpenInit {
   readonly resultFrame: string;
 }
 
-function positiveInteger(name: string, value: unknown): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
-    throw new OptionsError(`Expected \`${name}\` to be a positive integer, got ${describeValue(value)}`);
-  }
-  return value;
-}
-
 /** Applies defaults to hub options and validates them; never mutates its input. */
 export function resolveHubOptions(options: SubscriptionHubOptions = {}): ResolvedHubOptions {
-  if (typeof options !== 'object' || options === null) {
-    throw new OptionsError(`Expected options to be an object, got ${describeValue(options)}`);
-  }
+  optionsObject(options);
   const overflow = options.overflow ?? 'drop-oldest';
   if (!OVERFLOW_POLICIES.includes(overflow)) {
     throw new OptionsError(
@@ -151,7 +139,7 @@ export function resolveHubOptions(options: SubscriptionHubOptions = {}): Resolve
       perPrincipal === false ? false : positiveInteger('maxSubscriptionsPerPrincipal', perPrincipal),
     bus,
     logger,
-    completeTimeoutMs: positiveInteger('completeTimeoutMs', options.completeTimeoutMs ?? 3000),
+    completeTimeoutMs: durationMs('completeTimeoutMs', options.completeTimeoutMs ?? 3000),
     retryAfterSeconds: positiveInteger('retryAfterSeconds', options.retryAfterSeconds ?? 1),
   });
 }
@@ -210,14 +198,13 @@ export class SubscriptionHub {
   /** Open and pending streams per principal; entries at zero are deleted. */
   private readonly perPrincipal = new Map<string, number>();
   private readonly listeners = new Set<(event: SubscriptionEvent) => void>();
-  private readonly counters: StreamCounters = { written: 0, coalesced: 0, dropped: 0 };
+  private readonly counters: StreamCounters = { written: 0, coalesced: 0, dropped: 0, cutOff: 0 };
   private readonly closedBy: Record<CloseReason, number> = {
     client: 0,
     cancelled: 0,
     complete: 0,
     empty: 0,
     overflow: 0,
-    timeout: 0,
   };
   private readonly member: BusMember;
   private pending = 0;
@@ -291,11 +278,7 @@ export class SubscriptionHub {
     const mine = this.perPrincipal.get(principal) ?? 0;
     if (this.closing) {
       this.refused++;
-      throw new ProtocolError(RpcErrorCode.InternalError, 'Server is shutting down', {
-        id,
-        httpStatus: 503,
-        headers: { 'Retry-After': String(retryAfterSeconds) },
-      });
+      throw this.shuttingDown(id);
     }
     if (
       this.streams.size + this.pending >= maxSubscriptions ||
@@ -320,9 +303,18 @@ export class SubscriptionHub {
       release,
       open: (res, init) => {
         if (!held) throw new Error('mcp-subscriptions: a reservation opens at most one stream');
+        // The hub may have closed while this request's URIs were being checked: nothing would end
+        // a stream opened now.
+        if (this.closing) {
+          release();
+          throw this.shuttingDown(id);
+        }
+        // The slot stays held until the stream is registered, so that a failed open (headers
+        // already sent by host middleware) can still give it back through release().
+        const stream = this.attach(res, principal, init);
         held = false;
         this.pending--;
-        return this.attach(res, principal, init);
+        return stream;
       },
     };
   }
@@ -363,6 +355,7 @@ export class SubscriptionHub {
       dropped: this.counters.dropped,
       opened: this.opened,
       closed: { ...this.closedBy },
+      cutOff: this.counters.cutOff,
       refused: this.refused,
       maxSubscriptions: this.options.maxSubscriptions,
       maxBuffer: this.options.maxBuffer,
@@ -392,6 +385,14 @@ export class SubscriptionHub {
     }
   }
 
+  private shuttingDown(id: RequestId | null): ProtocolError {
+    return new ProtocolError(RpcErrorCode.InternalError, 'Server is shutting down', {
+      id,
+      httpStatus: 503,
+      headers: { 'Retry-After': String(this.options.retryAfterSeconds) },
+    });
+  }
+
   private attach(res: StreamResponse, principal: string, init: OpenInit): ListenStream {
     const filter = init.filter;
     const stream = new ListenStream(res, {
@@ -408,8 +409,8 @@ export class SubscriptionHub {
       onClose: this.onStreamClose,
       onOverflow: this.onStreamOverflow,
     });
-    this.opened++;
     stream.open();
+    this.opened++;
     const empty =
       filter.toolsListChanged !== true &&
       filter.promptsListChanged !== true &&

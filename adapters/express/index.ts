@@ -7,6 +7,8 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import {
   CANCELLED_METHOD,
   createListenHandler,
+  ErrorCode,
+  hasErrorCode,
   describeValue,
   LISTEN_METHOD,
   OptionsError,
@@ -104,6 +106,10 @@ function tooLarge(limit: number): ProtocolError {
   });
 }
 
+function parseError(): ProtocolError {
+  return new ProtocolError(RpcErrorCode.ParseError, 'Parse error: the request body is not valid JSON');
+}
+
 function headerValue(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
@@ -141,7 +147,9 @@ export function mcpSubscriptions(options: McpSubscriptionsOptions): McpSubscript
 
   async function serve(req: Request, res: Response, next: NextFunction): Promise<void> {
     const headerMethod = headerValue(req.headers['mcp-method']);
-    const parsedBefore = req.body !== undefined || req.readableEnded;
+    // A body parser ran when the stream has been consumed (Express 5) or `_body` is set (Express 4).
+    // `req.body` alone says nothing: Express 4's parsers set `{}` even for a Content-Type they skip.
+    const parsedBefore = req.readableEnded || (req as Request & { _body?: boolean })._body === true;
     let body: unknown = parsedBefore ? req.body : undefined;
     let rawBody: Buffer | string | undefined;
     if (Buffer.isBuffer(body) || typeof body === 'string') {
@@ -157,7 +165,7 @@ export function mcpSubscriptions(options: McpSubscriptionsOptions): McpSubscript
       try {
         rawBody = await readBody(req, maxBodyBytes);
       } catch (error) {
-        if (error instanceof ProtocolError) writeProtocolError(res, error);
+        if (hasErrorCode(error, ErrorCode.Protocol)) writeProtocolError(res, error as ProtocolError);
         else next(error);
         return;
       }
@@ -166,6 +174,12 @@ export function mcpSubscriptions(options: McpSubscriptionsOptions): McpSubscript
       try {
         body = JSON.parse(rawBody.toString()) as unknown;
       } catch {
+        if (!parsedBefore && headerMethod !== LISTEN_METHOD) {
+          // We consumed the stream of a JSON-typed request to the MCP endpoint and it is not JSON:
+          // nobody after us can read those bytes again, so answer as the MCP server would.
+          writeProtocolError(res, parseError());
+          return;
+        }
         body = undefined;
       }
     }

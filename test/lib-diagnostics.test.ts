@@ -1,0 +1,129 @@
+/**
+ * node:diagnostics_channel events: each channel fires on its occasion, and no payload ever carries a
+ * URI or a task id (those can be confidential).
+ */
+import assert from 'node:assert/strict';
+import diagnostics from 'node:diagnostics_channel';
+import { test } from 'node:test';
+import { createListenHandler, DiagnosticsChannel, SubscriptionHub } from 'mcp-subscriptions';
+import { FakeResponse, recordingLogger } from './helpers/fake-response.ts';
+import { listenBody, listenHeaders } from './helpers/sse.ts';
+
+const SECRETS = [
+  'note://secret-alpha/plan',
+  'note://secret-beta/refused',
+  'note://secret-gamma/failing',
+  'task-secret-delta',
+];
+
+/** A payload as text, errors included, so a URI hidden in any field would show. */
+function serialize(payload: unknown): string {
+  return JSON.stringify(payload, (_key, value: unknown) =>
+    value instanceof Error ? { name: value.name, message: value.message, stack: value.stack } : value,
+  );
+}
+
+test('every channel fires, and no payload names a URI or a task id', async (t) => {
+  const received = new Map<string, unknown[]>();
+  for (const name of Object.values(DiagnosticsChannel)) {
+    const list: unknown[] = [];
+    received.set(name, list);
+    const onMessage = (message: unknown) => list.push(message);
+    diagnostics.subscribe(name, onMessage);
+    t.after(() => diagnostics.unsubscribe(name, onMessage));
+  }
+
+  const logger = recordingLogger();
+  const hub = new SubscriptionHub({ logger, maxBuffer: 1 });
+  const handler = createListenHandler({
+    hub,
+    capabilities: { toolsListChanged: true, resourceSubscriptions: true, tasks: true },
+    keepAliveMs: false,
+    canRead: (uri) => {
+      if (uri === SECRETS[2]) throw new Error('permission service unavailable');
+      return uri !== SECRETS[1];
+    },
+    canAccessTask: () => true,
+  });
+  const res = new FakeResponse();
+  await handler.handle(
+    {
+      body: listenBody(
+        'L',
+        { toolsListChanged: true, resourceSubscriptions: SECRETS.slice(0, 3), taskIds: [SECRETS[3]] },
+        { 'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } } },
+      ),
+      headers: listenHeaders(),
+      principal: 'alice',
+      request: {},
+    },
+    res,
+  );
+  assert.deepEqual(res.messages()[0].params.notifications, {
+    toolsListChanged: true,
+    resourceSubscriptions: [SECRETS[0]],
+    taskIds: [SECRETS[3]],
+  });
+
+  hub.resourceUpdated(SECRETS[0]!);
+  res.accept = false;
+  hub.taskStatus(
+    {
+      taskId: SECRETS[3]!,
+      status: 'working',
+      createdAt: '2026-07-28T00:00:00Z',
+      lastUpdatedAt: '2026-07-28T00:00:00Z',
+      ttlMs: null,
+    },
+    'alice',
+  );
+  hub.resourceUpdated(SECRETS[0]!); // queued (the socket is full)
+  hub.toolsListChanged(); // overflows the one-slot queue
+  res.clientClose();
+  await hub.close();
+
+  const open = received.get(DiagnosticsChannel.StreamOpen)!;
+  const close = received.get(DiagnosticsChannel.StreamClose)!;
+  const publish = received.get(DiagnosticsChannel.Publish)!;
+  const overflow = received.get(DiagnosticsChannel.Overflow)!;
+  const checkError = received.get(DiagnosticsChannel.CheckError)!;
+  assert.equal(open.length, 1);
+  assert.deepEqual(open[0], {
+    principal: 'alice',
+    filter: {
+      toolsListChanged: true,
+      promptsListChanged: false,
+      resourcesListChanged: false,
+      resourceSubscriptions: 1,
+      taskIds: 1,
+    },
+  });
+  assert.equal(close.length, 1);
+  assert.equal((close[0] as { reason: string }).reason, 'client');
+  assert.equal(publish.length, 4);
+  assert.deepEqual(
+    publish.map((p) => (p as { kind: string }).kind),
+    ['resource_updated', 'task_status', 'resource_updated', 'tools_list_changed'],
+  );
+  assert.deepEqual(publish[3], {
+    kind: 'tools_list_changed',
+    matched: 1,
+    written: 0,
+    queued: 1,
+    coalesced: 0,
+    dropped: 1,
+    closed: 0,
+  });
+  assert.equal(overflow.length, 1);
+  assert.equal((overflow[0] as { policy: string }).policy, 'drop-oldest');
+  assert.equal(checkError.length, 1);
+  assert.equal((checkError[0] as { stage: string }).stage, 'canRead');
+
+  const everything = [...received.values()].flat().map(serialize).join('\n');
+  for (const secret of SECRETS) {
+    assert.equal(everything.includes(secret), false, `a diagnostics payload carries ${secret}`);
+  }
+  for (const [message, details] of logger.warns) {
+    assert.equal(serialize([message, details]).includes('secret-'), false);
+  }
+});

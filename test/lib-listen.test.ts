@@ -1,0 +1,867 @@
+/**
+ * One listen request end to end through the engine's public face, `createListenHandler`, on a fake
+ * response: exact bytes on the wire, pre-stream errors with their HTTP status, capability narrowing,
+ * the per-URI checks (sync, async, bounded concurrency, failures), capacity and option validation.
+ */
+import assert from 'node:assert/strict';
+import diagnostics from 'node:diagnostics_channel';
+import { describe, test } from 'node:test';
+import {
+  createListenHandler,
+  defineCapabilities,
+  DiagnosticsChannel,
+  ErrorCode,
+  hasErrorCode,
+  resolveListenOptions,
+  SubscriptionHub,
+  toServerCapabilities,
+  type CheckContext,
+  type ListenHandlerOptions,
+  type SubscriptionCapabilities,
+} from 'mcp-subscriptions';
+import { FakeResponse, recordingLogger, settle, settleUntil } from './helpers/fake-response.ts';
+import { listenBody, listenHeaders } from './helpers/sse.ts';
+
+const TASKS = 'io.modelcontextprotocol/tasks';
+const ALL: SubscriptionCapabilities = {
+  toolsListChanged: true,
+  promptsListChanged: true,
+  resourcesListChanged: true,
+  resourceSubscriptions: true,
+  tasks: true,
+};
+
+interface Setup {
+  hub: SubscriptionHub;
+  logger: ReturnType<typeof recordingLogger>;
+  handler: ReturnType<typeof createListenHandler>;
+  /** Serves one request and returns its response once `handle()` resolved. */
+  serve: (
+    body: unknown,
+    init?: { principal?: string; headers?: Record<string, string>; request?: unknown },
+  ) => Promise<FakeResponse>;
+}
+
+function setup(
+  options: Partial<ListenHandlerOptions> = {},
+  hubOptions: ConstructorParameters<typeof SubscriptionHub>[0] = {},
+): Setup {
+  const logger = recordingLogger();
+  const hub = new SubscriptionHub({ logger, ...hubOptions });
+  const handler = createListenHandler({
+    hub,
+    capabilities: ALL,
+    canRead: () => true,
+    canAccessTask: () => true,
+    keepAliveMs: false,
+    ...options,
+  });
+  return {
+    hub,
+    logger,
+    handler,
+    async serve(body, init = {}) {
+      const res = new FakeResponse();
+      await handler.handle(
+        {
+          body,
+          headers: init.headers ?? listenHeaders(),
+          principal: init.principal ?? 'alice',
+          request: init.request ?? {},
+        },
+        res,
+      );
+      return res;
+    },
+  };
+}
+
+const taskMeta = { 'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS]: {} } } };
+
+function ackOf(res: FakeResponse): any {
+  const first = res.messages()[0];
+  assert.equal(first?.method, 'notifications/subscriptions/acknowledged');
+  return first.params.notifications;
+}
+
+function deferred<T>() {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+describe('exact bytes on the wire', () => {
+  test('ack, list change, resource update and terminal result, as spec §2–§4 write them', async () => {
+    const { hub, serve } = setup({ capabilities: { toolsListChanged: true, resourceSubscriptions: true } });
+    const res = await serve(
+      listenBody('listen-1', { toolsListChanged: true, resourceSubscriptions: ['note://alice/todo'] }),
+    );
+    assert.equal(
+      res.text,
+      'event: message\n' +
+        'data: {"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"listen-1"},"notifications":{"toolsListChanged":true,"resourceSubscriptions":["note://alice/todo"]}}}\n' +
+        '\n',
+    );
+    const ackLength = res.text.length;
+    hub.toolsListChanged();
+    hub.resourceUpdated('note://alice/todo');
+    await hub.close();
+    assert.equal(
+      res.text.slice(ackLength),
+      'event: message\n' +
+        'data: {"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"listen-1"}}}\n' +
+        '\n' +
+        'event: message\n' +
+        'data: {"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"note://alice/todo","_meta":{"io.modelcontextprotocol/subscriptionId":"listen-1"}}}\n' +
+        '\n' +
+        'event: message\n' +
+        'data: {"jsonrpc":"2.0","id":"listen-1","result":{"resultType":"complete","_meta":{"io.modelcontextprotocol/subscriptionId":"listen-1"}}}\n' +
+        '\n',
+    );
+    assert.equal(res.writableEnded, true);
+  });
+
+  test('numeric 0 and empty-string ids are used verbatim in every frame', async () => {
+    for (const [id, json] of [
+      [0, '0'],
+      ['', '""'],
+      ['a"b\\c', '"a\\"b\\\\c"'],
+    ] as const) {
+      const { hub, serve } = setup({ capabilities: { promptsListChanged: true } });
+      const res = await serve(listenBody(id, { promptsListChanged: true }));
+      hub.promptsListChanged();
+      await hub.close();
+      assert.equal(
+        res.text,
+        `event: message\ndata: {"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":${json}},"notifications":{"promptsListChanged":true}}}\n\n` +
+          `event: message\ndata: {"jsonrpc":"2.0","method":"notifications/prompts/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":${json}}}}\n\n` +
+          `event: message\ndata: {"jsonrpc":"2.0","id":${json},"result":{"resultType":"complete","_meta":{"io.modelcontextprotocol/subscriptionId":${json}}}}\n\n`,
+      );
+    }
+  });
+
+  test('the terminal result carries serverInfo when configured', async () => {
+    const { hub, serve } = setup({
+      capabilities: { toolsListChanged: true },
+      serverInfo: { name: 'notes', version: '1.2.3' },
+    });
+    const res = await serve(listenBody(9, { toolsListChanged: true }));
+    await hub.close();
+    assert.ok(
+      res.text.endsWith(
+        'event: message\ndata: {"jsonrpc":"2.0","id":9,"result":{"resultType":"complete","_meta":{"io.modelcontextprotocol/subscriptionId":9,"io.modelcontextprotocol/serverInfo":{"name":"notes","version":"1.2.3"}}}}\n\n',
+      ),
+      res.text,
+    );
+  });
+
+  test('a task notification carries the full state on one data line, line breaks escaped', async () => {
+    const { hub, serve } = setup({ capabilities: { tasks: true } });
+    const res = await serve(listenBody('t', { taskIds: ['task-1'] }, taskMeta));
+    const state = {
+      taskId: 'task-1',
+      status: 'failed' as const,
+      statusMessage: 'line one\nline two\r\nline three\u2028end',
+      createdAt: '2026-07-28T10:00:00Z',
+      lastUpdatedAt: '2026-07-28T10:01:00Z',
+      ttlMs: null,
+      pollIntervalMs: 500,
+      error: { code: -32603, message: 'boom' },
+    };
+    hub.taskStatus(state, 'alice');
+    const frames = res.text.split('\n\n');
+    const frame = frames[1]!;
+    assert.equal(frame.split('\n').length, 2, JSON.stringify(frame));
+    assert.ok(frame.startsWith('event: message\ndata: {"jsonrpc":"2.0","method":"notifications/tasks","params":{'));
+    const message = JSON.parse(frame.slice('event: message\ndata: '.length));
+    assert.deepEqual(message, {
+      jsonrpc: '2.0',
+      method: 'notifications/tasks',
+      params: { ...state, _meta: { 'io.modelcontextprotocol/subscriptionId': 't' } },
+    });
+    await hub.close();
+  });
+});
+
+describe('errors before the stream opens', () => {
+  async function error(setupResult: Setup, body: unknown, headers = listenHeaders()) {
+    const res = await setupResult.serve(body, { headers });
+    assert.equal(res.headers?.['Content-Type'], 'application/json');
+    assert.equal(res.writableEnded, true);
+    return { status: res.statusCode, body: JSON.parse(res.text), headers: res.headers ?? {} };
+  }
+
+  test('each row of the spec §6 table gets its code, HTTP status and the request id', async () => {
+    const s = setup({ capabilities: ALL });
+    const noMeta = listenBody('m', {}) as any;
+    delete noMeta.params._meta;
+    const rows: [unknown, Record<string, string>, number, number, unknown][] = [
+      [[listenBody(1, {})], listenHeaders(), -32600, 400, null],
+      [noMeta, listenHeaders(), -32602, 400, 'm'],
+      [listenBody('h', {}), listenHeaders({ 'mcp-protocol-version': '2025-11-25' }), -32020, 400, 'h'],
+      [
+        listenBody('v', {}, { 'io.modelcontextprotocol/protocolVersion': '2025-11-25' }),
+        listenHeaders({ 'mcp-protocol-version': '2025-11-25' }),
+        -32022,
+        400,
+        'v',
+      ],
+      [listenBody('x', { taskIds: ['t'] }), listenHeaders(), -32021, 400, 'x'],
+      [listenBody('n', { toolsListChanged: 'yes' }), listenHeaders(), -32602, 400, 'n'],
+      [
+        listenBody(0, { resourceSubscriptions: Array.from({ length: 1001 }, (_, i) => `a:${i}`) }),
+        listenHeaders(),
+        -32602,
+        400,
+        0,
+      ],
+    ];
+    for (const [body, headers, code, status, id] of rows) {
+      const got = await error(s, body, headers);
+      assert.equal(got.status, status, JSON.stringify(got.body));
+      assert.equal(got.body.jsonrpc, '2.0');
+      assert.equal(got.body.id, id);
+      assert.equal(got.body.error.code, code);
+      assert.equal(typeof got.body.error.message, 'string');
+    }
+    assert.equal(s.hub.stats().pendingStreams, 0);
+    assert.equal(s.hub.stats().opened, 0);
+    await s.hub.close();
+  });
+
+  test('a body the adapter could not parse is -32700 with a null id', async () => {
+    const s = setup();
+    const res = new FakeResponse();
+    await s.handler.handle(
+      { rawBody: Buffer.from('{"jsonrpc":'), headers: listenHeaders(), principal: 'a', request: {} },
+      res,
+    );
+    assert.equal(res.statusCode, 400);
+    assert.deepEqual(JSON.parse(res.text), {
+      jsonrpc: '2.0',
+      id: null,
+      error: { code: -32700, message: JSON.parse(res.text).error.message },
+    });
+    await s.hub.close();
+  });
+
+  test('a rawBody string or Buffer that is valid JSON is served like a parsed body', async () => {
+    const s = setup({ capabilities: { toolsListChanged: true } });
+    for (const rawBody of [
+      JSON.stringify(listenBody('s', { toolsListChanged: true })),
+      Buffer.from(JSON.stringify(listenBody('b', { toolsListChanged: true }))),
+    ]) {
+      const res = new FakeResponse();
+      await s.handler.handle({ rawBody, headers: listenHeaders(), principal: 'a', request: {} }, res);
+      assert.equal(res.statusCode, 200);
+      assert.deepEqual(ackOf(res), { toolsListChanged: true });
+    }
+    await s.hub.close();
+  });
+
+  test('the data of -32022 and -32021 is what the spec prescribes', async () => {
+    const s = setup();
+    const version = await error(
+      s,
+      listenBody('v', {}, { 'io.modelcontextprotocol/protocolVersion': '2025-11-25' }),
+      listenHeaders({ 'mcp-protocol-version': '2025-11-25' }),
+    );
+    assert.deepEqual(version.body.error.data, { supported: ['2026-07-28'], requested: '2025-11-25' });
+    const tasks = await error(s, listenBody('x', { taskIds: ['t'] }));
+    assert.deepEqual(tasks.body.error.data, { requiredCapabilities: { extensions: { [TASKS]: {} } } });
+    await s.hub.close();
+  });
+
+  test('a Content-Type that is not JSON is 415, an Accept without text/event-stream is 406', async () => {
+    const s = setup({ capabilities: { toolsListChanged: true } });
+    const media = await error(
+      s,
+      listenBody('c', { toolsListChanged: true }),
+      listenHeaders({ 'content-type': 'text/plain' }),
+    );
+    assert.equal(media.status, 415);
+    assert.equal(media.body.error.code, -32600);
+    assert.equal(media.body.id, 'c');
+    const accept = await error(
+      s,
+      listenBody('a', { toolsListChanged: true }),
+      listenHeaders({ accept: 'application/json' }),
+    );
+    assert.equal(accept.status, 406);
+    assert.equal(accept.body.error.code, -32600);
+    for (const ok of ['text/event-stream', 'application/json;q=0.9, text/event-stream;q=1', '*/*']) {
+      const res = await s.serve(listenBody('ok', { toolsListChanged: true }), {
+        headers: listenHeaders({ accept: ok }),
+      });
+      assert.equal(res.statusCode, 200, ok);
+    }
+    await s.hub.close();
+  });
+
+  test('the README lists Content-Type (415) before "body is not JSON" (-32700)', {}, async () => {
+    const s = setup();
+    const res = new FakeResponse();
+    await s.handler.handle(
+      { rawBody: 'not json', headers: listenHeaders({ 'content-type': 'text/plain' }), principal: 'a', request: {} },
+      res,
+    );
+    await s.hub.close();
+    assert.equal(res.statusCode, 415);
+  });
+
+  test('capacity exhausted: 503, Retry-After, -32603 "Subscription limit reached", the id; a freed slot is reusable at once', async () => {
+    const s = setup({ capabilities: { toolsListChanged: true } }, { maxSubscriptions: 1, retryAfterSeconds: 3 });
+    const first = await s.serve(listenBody('one', { toolsListChanged: true }));
+    assert.equal(first.statusCode, 200);
+    const refused = await error(s, listenBody('two', { toolsListChanged: true }));
+    assert.equal(refused.status, 503);
+    assert.equal(refused.headers['Retry-After'], '3');
+    assert.deepEqual(refused.body, {
+      jsonrpc: '2.0',
+      id: 'two',
+      error: { code: -32603, message: 'Subscription limit reached' },
+    });
+    first.clientClose();
+    const third = await s.serve(listenBody('three', { toolsListChanged: true }));
+    assert.equal(third.statusCode, 200);
+    await s.hub.close();
+  });
+
+  test('a request still being authorized holds its slot', async () => {
+    const gate = deferred<boolean>();
+    const s = setup(
+      { capabilities: { resourceSubscriptions: true }, canRead: (uri) => (uri === 'note://a' ? gate.promise : true) },
+      { maxSubscriptionsPerPrincipal: 1 },
+    );
+    const res = new FakeResponse();
+    const pending = s.handler.handle(
+      {
+        body: listenBody('p', { resourceSubscriptions: ['note://a'] }),
+        headers: listenHeaders(),
+        principal: 'alice',
+        request: {},
+      },
+      res,
+    );
+    await settleUntil(() => s.hub.stats().pendingStreams === 1, 'the reservation');
+    const refused = await error(s, listenBody('q', { resourceSubscriptions: ['note://a'] }));
+    assert.equal(refused.status, 503);
+    const other = await s.serve(listenBody('r', { resourceSubscriptions: ['note://b'] }), { principal: 'bob' });
+    assert.equal(other.statusCode, 200);
+    gate.resolve(true);
+    await pending;
+    assert.equal(res.statusCode, 200);
+    assert.equal(s.hub.stats().openStreams, 2);
+    await s.hub.close();
+  });
+});
+
+describe('capability narrowing (spec §2)', () => {
+  test('a flag is kept only if asked true and offered; false is never echoed', async () => {
+    const s = setup({
+      capabilities: { toolsListChanged: true, promptsListChanged: false, resourcesListChanged: true },
+    });
+    const res = await s.serve(
+      listenBody(1, { toolsListChanged: true, promptsListChanged: true, resourcesListChanged: false }),
+    );
+    assert.deepEqual(ackOf(res), { toolsListChanged: true });
+    await s.hub.close();
+  });
+
+  test('unknown fields are not honoured and omitted', async () => {
+    const s = setup({ capabilities: { toolsListChanged: true } });
+    const res = await s.serve(listenBody(1, { toolsListChanged: true, futureListChanged: true, elicitations: ['x'] }));
+    assert.deepEqual(ackOf(res), { toolsListChanged: true });
+    await s.hub.close();
+  });
+
+  test('without resourceSubscriptions offered, URIs are omitted and no check runs', async () => {
+    const calls: string[] = [];
+    const s = setup({ capabilities: { toolsListChanged: true }, canRead: (uri) => calls.push(uri) > 0 });
+    const res = await s.serve(listenBody(1, { toolsListChanged: true, resourceSubscriptions: ['note://a'] }));
+    assert.deepEqual(ackOf(res), { toolsListChanged: true });
+    assert.deepEqual(calls, []);
+    await s.hub.close();
+  });
+
+  test('URIs pass the read check then the subscribe hook; duplicates collapse; request order is kept', async () => {
+    const order: string[] = [];
+    const s = setup({
+      capabilities: { resourceSubscriptions: true },
+      canRead: (uri, { principal }) => {
+        order.push(`read ${uri}`);
+        return uri.startsWith(`note://${principal}/`);
+      },
+      handleSubscribeResource: (uri) => {
+        order.push(`hook ${uri}`);
+        return !uri.endsWith('/unwatchable');
+      },
+    });
+    const res = await s.serve(
+      listenBody(1, {
+        resourceSubscriptions: [
+          'note://alice/b',
+          'note://bob/secret',
+          'note://alice/a',
+          'note://alice/b',
+          'note://alice/unwatchable',
+        ],
+      }),
+    );
+    assert.deepEqual(ackOf(res), { resourceSubscriptions: ['note://alice/b', 'note://alice/a'] });
+    // Each distinct URI is checked once; the hook sees only readable URIs, each after its read check.
+    assert.deepEqual(order.filter((c) => c.startsWith('read')).sort(), [
+      'read note://alice/a',
+      'read note://alice/b',
+      'read note://alice/unwatchable',
+      'read note://bob/secret',
+    ]);
+    assert.deepEqual(order.filter((c) => c.startsWith('hook')).sort(), [
+      'hook note://alice/a',
+      'hook note://alice/b',
+      'hook note://alice/unwatchable',
+    ]);
+    for (const uri of ['note://alice/a', 'note://alice/b', 'note://alice/unwatchable']) {
+      assert.ok(order.indexOf(`read ${uri}`) < order.indexOf(`hook ${uri}`));
+    }
+    assert.deepEqual(s.hub.resourceUpdated('note://bob/secret'), {
+      matched: 0,
+      written: 0,
+      queued: 0,
+      coalesced: 0,
+      dropped: 0,
+      closed: 0,
+    });
+    assert.equal(s.hub.resourceUpdated('note://alice/a').written, 1);
+    await s.hub.close();
+  });
+
+  test('a refused URI looks exactly like one never asked for', async () => {
+    const canRead = (uri: string) => uri !== 'note://bob/secret';
+    const asked = setup({ capabilities: { toolsListChanged: true, resourceSubscriptions: true }, canRead });
+    const notAsked = setup({ capabilities: { toolsListChanged: true, resourceSubscriptions: true }, canRead });
+    const a = await asked.serve(
+      listenBody('L', { toolsListChanged: true, resourceSubscriptions: ['note://alice/x', 'note://bob/secret'] }),
+    );
+    const b = await notAsked.serve(
+      listenBody('L', { toolsListChanged: true, resourceSubscriptions: ['note://alice/x'] }),
+    );
+    assert.equal(a.text, b.text);
+    assert.deepEqual(a.headers, b.headers);
+    await asked.hub.close();
+    await notAsked.hub.close();
+    assert.equal(a.text, b.text);
+  });
+
+  test('when every URI is refused the field is omitted, and an otherwise empty filter is completed at once', async () => {
+    const s = setup({ capabilities: { resourceSubscriptions: true, toolsListChanged: true }, canRead: () => false });
+    const res = await s.serve(
+      listenBody('e', { resourceSubscriptions: ['note://a', 'note://b'], toolsListChanged: false }),
+    );
+    assert.equal(
+      res.text,
+      'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"e"},"notifications":{}}}\n\n' +
+        'event: message\ndata: {"jsonrpc":"2.0","id":"e","result":{"resultType":"complete","_meta":{"io.modelcontextprotocol/subscriptionId":"e"}}}\n\n',
+    );
+    assert.equal(res.writableEnded, true);
+    assert.equal(s.hub.stats().openStreams, 0);
+    assert.equal(s.hub.stats().pendingStreams, 0);
+    await s.hub.close();
+  });
+
+  test('taskIds: kept only for tasks the caller may access; duplicates collapse; unknown and foreign look the same', async () => {
+    const owned = new Map([
+      ['t1', 'alice'],
+      ['t2', 'bob'],
+    ]);
+    const s = setup({
+      capabilities: { tasks: true },
+      canAccessTask: (id, { principal }) => owned.get(id) === principal,
+    });
+    const res = await s.serve(listenBody(1, { taskIds: ['t2', 't1', 'missing', 't1'] }, taskMeta));
+    assert.deepEqual(ackOf(res), { taskIds: ['t1'] });
+    await s.hub.close();
+  });
+
+  test('the checks get the principal and the framework request', async () => {
+    const seen: CheckContext[] = [];
+    const request = { marker: 'express req' };
+    const s = setup({
+      capabilities: { resourceSubscriptions: true, tasks: true },
+      canRead: (_uri, context) => seen.push(context) > 0,
+      canAccessTask: (_id, context) => seen.push(context) > 0,
+    });
+    await s.serve(listenBody(1, { resourceSubscriptions: ['note://a'], taskIds: ['t'] }, taskMeta), {
+      principal: 'carol',
+      request,
+    });
+    assert.equal(seen.length, 2);
+    for (const context of seen) {
+      assert.equal(context.principal, 'carol');
+      assert.equal(context.request, request);
+    }
+    await s.hub.close();
+  });
+});
+
+describe('per-URI checks', () => {
+  test('sync and async checks mix; only exactly true admits', async () => {
+    const verdicts: Record<string, unknown> = {
+      'note://sync-true': true,
+      'note://async-true': Promise.resolve(true),
+      'note://thenable-true': { then: (resolve: (v: boolean) => void) => resolve(true) },
+      'note://sync-yes': 'yes',
+      'note://sync-one': 1,
+      'note://async-string': Promise.resolve('true'),
+      'note://async-false': Promise.resolve(false),
+      'note://object': {},
+      'note://undefined': undefined,
+    };
+    const s = setup({ capabilities: { resourceSubscriptions: true }, canRead: (uri) => verdicts[uri] as boolean });
+    const res = await s.serve(listenBody(1, { resourceSubscriptions: Object.keys(verdicts) }));
+    assert.deepEqual(ackOf(res), {
+      resourceSubscriptions: ['note://sync-true', 'note://async-true', 'note://thenable-true'],
+    });
+    await s.hub.close();
+  });
+
+  test('a check that throws, rejects or times out drops its URI silently and is logged without the URI', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const failures: unknown[] = [];
+    const onCheckError = (message: unknown) => failures.push(message);
+    diagnostics.subscribe(DiagnosticsChannel.CheckError, onCheckError);
+    t.after(() => diagnostics.unsubscribe(DiagnosticsChannel.CheckError, onCheckError));
+
+    const listenLogger = recordingLogger();
+    const s = setup({
+      capabilities: { resourceSubscriptions: true },
+      authorizeTimeoutMs: 1000,
+      logger: listenLogger,
+      canRead: (uri) => {
+        if (uri === 'note://secret/throws') throw new Error('database down');
+        if (uri === 'note://secret/rejects') return Promise.reject(new Error('database down'));
+        if (uri === 'note://secret/hangs') return new Promise<boolean>(() => {});
+        if (uri === 'note://secret/async-read-then-hook-throws') return Promise.resolve(true);
+        return true;
+      },
+      handleSubscribeResource: (uri) => {
+        if (uri === 'note://secret/hook-throws' || uri === 'note://secret/async-read-then-hook-throws') {
+          throw new Error('watcher down');
+        }
+        return true;
+      },
+    });
+    const res = new FakeResponse();
+    const uris = [
+      'note://ok/1',
+      'note://secret/throws',
+      'note://secret/rejects',
+      'note://secret/hangs',
+      'note://secret/hook-throws',
+      'note://secret/async-read-then-hook-throws',
+      'note://ok/2',
+    ];
+    const handled = s.handler.handle(
+      { body: listenBody(1, { resourceSubscriptions: uris }), headers: listenHeaders(), principal: 'a', request: {} },
+      res,
+    );
+    await settleUntil(() => listenLogger.warns.length === 4, 'the four immediate failures to be logged');
+    assert.equal(res.headersSent, false);
+    t.mock.timers.tick(1000);
+    await handled;
+
+    assert.deepEqual(ackOf(res), { resourceSubscriptions: ['note://ok/1', 'note://ok/2'] });
+    assert.equal(res.text.includes('secret'), false);
+    assert.equal(res.text.includes('down'), false);
+    assert.equal(listenLogger.warns.length, 5);
+    assert.equal(s.logger.warns.length, 0, 'the listen logger replaces the hub logger');
+    const logged = JSON.stringify(
+      listenLogger.warns.map(([message, details]) => [message, String((details as { error: unknown }).error)]),
+    );
+    assert.equal(logged.includes('note://'), false, logged);
+    assert.match(logged, /canRead/);
+    assert.match(logged, /handleSubscribeResource/);
+    assert.match(logged, /longer than 1000 ms/);
+    assert.deepEqual(failures.map((f) => (f as { stage: string }).stage).sort(), [
+      'canRead',
+      'canRead',
+      'canRead',
+      'handleSubscribeResource',
+      'handleSubscribeResource',
+    ]);
+    await s.hub.close();
+  });
+
+  test('authorizeTimeoutMs: false lets a slow check take its time', async (t) => {
+    t.mock.timers.enable({ apis: ['setTimeout'] });
+    const gate = deferred<boolean>();
+    const s = setup({
+      capabilities: { resourceSubscriptions: true },
+      authorizeTimeoutMs: false,
+      canRead: () => gate.promise,
+    });
+    const res = new FakeResponse();
+    const handled = s.handler.handle(
+      {
+        body: listenBody(1, { resourceSubscriptions: ['note://slow'] }),
+        headers: listenHeaders(),
+        principal: 'a',
+        request: {},
+      },
+      res,
+    );
+    await settle();
+    t.mock.timers.tick(24 * 3600 * 1000);
+    await settle();
+    assert.equal(res.headersSent, false);
+    gate.resolve(true);
+    await handled;
+    assert.deepEqual(ackOf(res), { resourceSubscriptions: ['note://slow'] });
+    assert.equal(s.logger.warns.length, 0);
+    await s.hub.close();
+  });
+
+  test('at most authorizeConcurrency URIs are in flight, and the result keeps request order', async () => {
+    const pending = new Map<string, ReturnType<typeof deferred<boolean>>>();
+    let inFlight = 0;
+    let maxInFlight = 0;
+    const s = setup({
+      capabilities: { resourceSubscriptions: true },
+      authorizeConcurrency: 3,
+      canRead: async (uri) => {
+        inFlight++;
+        maxInFlight = Math.max(maxInFlight, inFlight);
+        const gate = deferred<boolean>();
+        pending.set(uri, gate);
+        try {
+          return await gate.promise;
+        } finally {
+          inFlight--;
+        }
+      },
+    });
+    const uris = Array.from({ length: 10 }, (_, i) => `note://n/${i}`);
+    const res = new FakeResponse();
+    const handled = s.handler.handle(
+      { body: listenBody(1, { resourceSubscriptions: uris }), headers: listenHeaders(), principal: 'a', request: {} },
+      res,
+    );
+    // Release them newest first, so completion order differs from request order.
+    let released = 0;
+    while (released < uris.length) {
+      await settleUntil(() => pending.size > 0, 'a check in flight');
+      const newest = [...pending.keys()].at(-1)!;
+      const gate = pending.get(newest)!;
+      pending.delete(newest);
+      gate.resolve(Number(newest.split('/').at(-1)) % 2 === 0);
+      released++;
+    }
+    await handled;
+    assert.equal(maxInFlight, 3);
+    assert.deepEqual(ackOf(res), {
+      resourceSubscriptions: ['note://n/0', 'note://n/2', 'note://n/4', 'note://n/6', 'note://n/8'],
+    });
+    await s.hub.close();
+  });
+
+  test('a client that leaves during authorization: no new checks start, its slot is released, nothing is written', async () => {
+    const gates: ReturnType<typeof deferred<boolean>>[] = [];
+    const s = setup(
+      {
+        capabilities: { resourceSubscriptions: true },
+        authorizeConcurrency: 2,
+        canRead: (uri) => {
+          if (uri === 'note://x') return true;
+          const gate = deferred<boolean>();
+          gates.push(gate);
+          return gate.promise;
+        },
+      },
+      { maxSubscriptions: 1 },
+    );
+    const res = new FakeResponse();
+    const uris = Array.from({ length: 10 }, (_, i) => `note://n/${i}`);
+    const handled = s.handler.handle(
+      { body: listenBody(1, { resourceSubscriptions: uris }), headers: listenHeaders(), principal: 'a', request: {} },
+      res,
+    );
+    await settleUntil(() => gates.length === 2, 'two checks in flight');
+    res.clientClose();
+    for (const gate of gates) gate.resolve(true);
+    await handled;
+    assert.equal(gates.length, 2, 'no check started after the client left');
+    assert.equal(res.headersSent, false);
+    assert.deepEqual(res.chunks, []);
+    assert.equal(s.hub.stats().pendingStreams, 0);
+    assert.equal(s.hub.stats().openStreams, 0);
+    const next = await s.serve(listenBody(2, { resourceSubscriptions: ['note://x'] }));
+    await settle();
+    assert.equal(next.statusCode, 200);
+    await s.hub.close();
+  });
+});
+
+describe('failures while opening', () => {
+  test('a response that cannot be opened gives its per-principal slot back', {}, async () => {
+    const s = setup({ capabilities: { toolsListChanged: true } }, { maxSubscriptionsPerPrincipal: 1 });
+    // Some middleware of the host already sent headers: writeHead throws ERR_HTTP_HEADERS_SENT.
+    const broken = new FakeResponse();
+    broken.headersSent = true;
+    await s.handler.handle(
+      { body: listenBody(1, { toolsListChanged: true }), headers: listenHeaders(), principal: 'alice', request: {} },
+      broken,
+    );
+    assert.equal(s.logger.errors.length, 1, 'the failure is logged');
+    assert.equal(broken.destroyed, true);
+    assert.equal(s.hub.stats().openStreams, 0);
+    const next = await s.serve(listenBody(2, { toolsListChanged: true }), { principal: 'alice' });
+    await s.hub.close();
+    assert.equal(next.statusCode, 200, 'alice has no open stream, so she must not be refused');
+  });
+
+  test(
+    'a listen still being authorized when the hub closes does not open a stream that nobody will end',
+    {},
+    async () => {
+      const gate = deferred<boolean>();
+      const s = setup({ capabilities: { resourceSubscriptions: true }, canRead: () => gate.promise });
+      const res = new FakeResponse();
+      const handled = s.handler.handle(
+        {
+          body: listenBody(1, { resourceSubscriptions: ['note://a'] }),
+          headers: listenHeaders(),
+          principal: 'a',
+          request: {},
+        },
+        res,
+      );
+      await settleUntil(() => s.hub.stats().pendingStreams === 1, 'the reservation');
+      await s.hub.close();
+      gate.resolve(true);
+      await handled;
+      await settle();
+      const leftOpen = !res.writableEnded && !res.destroyed;
+      if (leftOpen) res.clientClose();
+      assert.equal(leftOpen, false, 'the response must end (503, or ack then result)');
+      assert.equal(s.hub.stats().openStreams, 0);
+    },
+  );
+});
+
+describe('the capability declaration', () => {
+  test('toServerCapabilities() advertises exactly what is offered', () => {
+    assert.deepEqual(toServerCapabilities({}), {});
+    assert.deepEqual(toServerCapabilities({ toolsListChanged: true, promptsListChanged: false }), {
+      tools: { listChanged: true },
+    });
+    assert.deepEqual(toServerCapabilities({ resourcesListChanged: true }), { resources: { listChanged: true } });
+    assert.deepEqual(toServerCapabilities({ resourceSubscriptions: true }), { resources: { subscribe: true } });
+    assert.deepEqual(toServerCapabilities(ALL), {
+      tools: { listChanged: true },
+      prompts: { listChanged: true },
+      resources: { listChanged: true, subscribe: true },
+      extensions: { [TASKS]: {} },
+    });
+  });
+
+  test('defineCapabilities() freezes a complete declaration and rejects typos and non-booleans', () => {
+    const caps = defineCapabilities({ toolsListChanged: true });
+    assert.equal(Object.isFrozen(caps), true);
+    assert.deepEqual(caps, {
+      toolsListChanged: true,
+      promptsListChanged: false,
+      resourcesListChanged: false,
+      resourceSubscriptions: false,
+      tasks: false,
+    });
+    assert.throws(() => defineCapabilities({ toolListChanged: true } as never), /toolListChanged/);
+    assert.throws(() => defineCapabilities({ tasks: 'yes' } as never), /capabilities\.tasks/);
+  });
+});
+
+describe('listen options', () => {
+  function optionError(options: unknown): Error {
+    try {
+      createListenHandler(options as never);
+    } catch (error) {
+      assert.ok(hasErrorCode(error, ErrorCode.InvalidOption), String(error));
+      return error as Error;
+    }
+    assert.fail('expected an OptionsError');
+  }
+
+  test('each mistake throws at construction, naming the field', async () => {
+    const hub = new SubscriptionHub({ logger: recordingLogger() });
+    const base = { hub, capabilities: { toolsListChanged: true } };
+    assert.match(optionError(undefined).message, /options/);
+    assert.match(optionError({ capabilities: {} }).message, /`hub`/);
+    assert.match(optionError({ hub: {}, capabilities: {} }).message, /`hub`/);
+    assert.match(optionError({ hub }).message, /`capabilities`/);
+    assert.match(optionError({ ...base, capabilities: { toolListChanged: true } }).message, /toolListChanged/);
+    assert.match(
+      optionError({ ...base, capabilities: { toolsListChanged: 'yes' } }).message,
+      /capabilities\.toolsListChanged/,
+    );
+    assert.match(optionError({ ...base, capabilities: { resourceSubscriptions: true } }).message, /`canRead`/);
+    assert.match(optionError({ ...base, capabilities: { tasks: true } }).message, /`canAccessTask`/);
+    assert.match(optionError({ ...base, canRead: 'yes' }).message, /`canRead`/);
+    assert.match(optionError({ ...base, handleSubscribeResource: true }).message, /`handleSubscribeResource`/);
+    assert.match(optionError({ ...base, canAccessTask: 1 }).message, /`canAccessTask`/);
+    assert.equal(
+      optionError({ ...base, keepAliveMs: -5 }).message,
+      'mcp-subscriptions: Expected `keepAliveMs` to be a positive integer, got `-5` (number)',
+    );
+    for (const field of ['keepAliveMs', 'maxFilterEntries', 'authorizeConcurrency', 'authorizeTimeoutMs']) {
+      for (const value of [0, -1, 2.5, '100', Number.NaN, true]) {
+        assert.ok(
+          optionError({ ...base, [field]: value }).message.includes(`\`${field}\``),
+          `${field}=${String(value)}`,
+        );
+      }
+    }
+    assert.match(optionError({ ...base, maxFilterEntries: false }).message, /`maxFilterEntries`/);
+    assert.match(optionError({ ...base, authorizeConcurrency: false }).message, /`authorizeConcurrency`/);
+    assert.match(optionError({ ...base, protocolVersions: [] }).message, /`protocolVersions`/);
+    assert.match(optionError({ ...base, protocolVersions: [2026] }).message, /`protocolVersions`/);
+    assert.match(optionError({ ...base, serverInfo: 'notes' }).message, /`serverInfo`/);
+    await hub.close();
+  });
+
+  test('durations beyond what Node timers hold (2^31 - 1 ms) are refused at construction, naming the field', async () => {
+    const hub = new SubscriptionHub({ logger: recordingLogger() });
+    const base = { hub, capabilities: { toolsListChanged: true } };
+    const max = 2 ** 31 - 1;
+    for (const field of ['keepAliveMs', 'authorizeTimeoutMs'] as const) {
+      assert.match(optionError({ ...base, [field]: max + 1 }).message, new RegExp(`\`${field}\` to be at most ${max}`));
+      assert.equal(resolveListenOptions({ ...base, [field]: max })[field], max);
+    }
+    assert.throws(
+      () => new SubscriptionHub({ completeTimeoutMs: max + 1 }),
+      (error: Error) => hasErrorCode(error, ErrorCode.InvalidOption) && /`completeTimeoutMs`/.test(error.message),
+    );
+    const edge = new SubscriptionHub({ completeTimeoutMs: max, logger: recordingLogger() });
+    assert.equal(edge.options.completeTimeoutMs, max);
+    await edge.close();
+    await hub.close();
+  });
+
+  test('defaults are applied to a frozen result without touching the input', async () => {
+    const hub = new SubscriptionHub({ logger: recordingLogger() });
+    const input = { hub, capabilities: { toolsListChanged: true } };
+    const resolved = resolveListenOptions(input);
+    assert.deepEqual(Object.keys(input), ['hub', 'capabilities']);
+    assert.equal(Object.isFrozen(resolved), true);
+    assert.equal(resolved.keepAliveMs, 15_000);
+    assert.equal(resolved.maxFilterEntries, 1000);
+    assert.equal(resolved.authorizeConcurrency, 16);
+    assert.equal(resolved.authorizeTimeoutMs, 5000);
+    assert.deepEqual(resolved.protocolVersions, ['2026-07-28']);
+    assert.equal(resolved.logger, hub.options.logger);
+    assert.equal(resolveListenOptions({ ...input, keepAliveMs: false, authorizeTimeoutMs: false }).keepAliveMs, false);
+    await hub.close();
+  });
+});
