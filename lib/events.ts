@@ -50,6 +50,12 @@ export type SubscriptionEvent =
       readonly owner: string;
     };
 
+/**
+ * The four MCP change events, exactly the official SDK's `ServerEvent` kinds: what a `ServerEventBus`
+ * listener understands.
+ */
+export type McpChangeEvent = Exclude<SubscriptionEvent, { readonly kind: 'task_status' }>;
+
 /** The `kind` of a {@link SubscriptionEvent}. */
 export type SubscriptionEventKind = SubscriptionEvent['kind'];
 

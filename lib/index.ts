@@ -49,6 +49,7 @@ export {
 } from './events.ts';
 export type {
   ListChangedKind,
+  McpChangeEvent,
   NotificationFilter,
   RequestId,
   SubscriptionEvent,

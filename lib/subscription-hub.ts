@@ -13,7 +13,14 @@ import {
   type Logger,
 } from './diagnostics.ts';
 import { describeValue, OptionsError, ProtocolError, RpcErrorCode, SUBSCRIPTION_LIMIT_MESSAGE } from './errors.ts';
-import type { ListChangedKind, NotificationFilter, RequestId, SubscriptionEvent, TaskState } from './events.ts';
+import type {
+  ListChangedKind,
+  McpChangeEvent,
+  NotificationFilter,
+  RequestId,
+  SubscriptionEvent,
+  TaskState,
+} from './events.ts';
 import { ListenStream, type CloseReason, type StreamCounters, type StreamResponse } from './listen-stream.ts';
 import { durationMs, optionsObject, positiveInteger } from './options.ts';
 import { eventFrame, validateEvent } from './protocol.ts';
@@ -258,10 +265,19 @@ export class SubscriptionHub {
   }
 
   /**
-   * Registers a listener for every event this hub delivers (published here or arriving over the bus),
-   * in the shape of the SDK's `ServerEventBus.subscribe`. Returns an idempotent unsubscribe.
+   * The SDK's `ServerEventBus.subscribe`: registers a listener for the four MCP change events this hub
+   * delivers (published here or arriving over the bus), so the hub can be passed as the SDK's `bus`.
+   * Task events are left out: an SDK listener does not know them (see {@link subscribeAll}). Returns an
+   * idempotent unsubscribe.
    */
-  subscribe(listener: (event: SubscriptionEvent) => void): () => void {
+  subscribe(listener: (event: McpChangeEvent) => void): () => void {
+    return this.subscribeAll((event) => {
+      if (event.kind !== 'task_status') listener(event);
+    });
+  }
+
+  /** Registers a listener for every event this hub delivers, task events included. Returns an idempotent unsubscribe. */
+  subscribeAll(listener: (event: SubscriptionEvent) => void): () => void {
     const own = (event: SubscriptionEvent): void => listener(event);
     this.listeners.add(own);
     return () => {

@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { createMcpHandler, McpServer, type ServerEventBus } from '@modelcontextprotocol/server';
 import {
   ErrorCode,
   hasErrorCode,
@@ -405,7 +406,7 @@ describe('overflow during fan-out', () => {
 });
 
 describe('listeners and the bus', () => {
-  test('subscribe() sees every event; unsubscribe is idempotent; a throwing listener is logged, not thrown', async () => {
+  test('subscribe() sees every MCP change event; unsubscribe is idempotent; a throwing listener is logged, not thrown', async () => {
     const { hub, logger } = newHub();
     const seen: SubscriptionEvent[] = [];
     const unsubscribe = hub.subscribe((event) => seen.push(event));
@@ -424,6 +425,34 @@ describe('listeners and the bus', () => {
     hub.toolsListChanged();
     assert.equal(seen.length, 2);
     assert.equal(logger.errors.length, 2);
+    await hub.close();
+  });
+
+  test("the hub is the SDK's ServerEventBus: handler.notify.* reaches our streams; SDK listeners never see task events", async () => {
+    const { hub } = newHub();
+    const bus: ServerEventBus = hub;
+    const handler = createMcpHandler(() => new McpServer({ name: 'sdk', version: '1.0.0' }), { bus: hub });
+    const res = new FakeResponse();
+    openStream(hub, res, { filter: { toolsListChanged: true, resourceSubscriptions: ['note://a'] } });
+    handler.notify.toolsChanged();
+    handler.notify.resourceUpdated('note://a');
+    assert.deepEqual(delivered(res), ['notifications/tools/list_changed', 'notifications/resources/updated note://a']);
+
+    const sdkSeen: unknown[] = [];
+    const allSeen: SubscriptionEvent[] = [];
+    const stopSdk = bus.subscribe((event) => sdkSeen.push(event));
+    const stopAll = hub.subscribeAll((event) => allSeen.push(event));
+    const task = { taskId: 't1', status: 'working' as const, createdAt: 'x', lastUpdatedAt: 'x', ttlMs: null };
+    hub.taskStatus(task, 'alice');
+    hub.promptsListChanged();
+    assert.deepEqual(sdkSeen, [{ kind: 'prompts_list_changed' }]);
+    assert.deepEqual(
+      allSeen.map((event) => event.kind),
+      ['task_status', 'prompts_list_changed'],
+    );
+    stopSdk();
+    stopAll();
+    await handler.close();
     await hub.close();
   });
 
