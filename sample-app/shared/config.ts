@@ -1,0 +1,106 @@
+/**
+ * The sample apps' configuration, read from the environment once at startup (see the contract's
+ * "Starting" table). Framework-free: the Express and the Nest sample both start from {@link loadConfig}.
+ */
+
+/** What a sample app is configured with. */
+export interface SampleConfig {
+  /** TCP port; `0` picks a free one. @default 3000 */
+  readonly port: number;
+  /** Bind address. @default '127.0.0.1' */
+  readonly host: string;
+  /** SSE keepalive comment interval on listen streams, or `false` for none (`KEEPALIVE_MS=0`). @default 15000 */
+  readonly keepAliveMs: number | false;
+  /** Open listen streams per process; the next one is refused with HTTP 503. @default 1024 */
+  readonly maxSubscriptions: number;
+  /** Per-stream queue bound of the hub. @default 100 */
+  readonly maxBuffer: number;
+  /**
+   * Register the MCP conformance suite's fixture tools and serve `/mcp` requests that carry no
+   * `Authorization` header as the principal `conformance`. @default false
+   */
+  readonly conformance: boolean;
+}
+
+/** The configuration with every variable unset. */
+export const DEFAULT_CONFIG: SampleConfig = Object.freeze({
+  port: 3000,
+  host: '127.0.0.1',
+  keepAliveMs: 15_000,
+  maxSubscriptions: 1024,
+  maxBuffer: 100,
+  conformance: false,
+});
+
+/** An environment variable with a value the app cannot start with. Its message is one line. */
+export class ConfigError extends Error {
+  /** The offending variable, e.g. `PORT`. */
+  readonly variable: string;
+
+  constructor(variable: string, message: string) {
+    super(`${variable}: ${message}`);
+    this.name = 'ConfigError';
+    this.variable = variable;
+  }
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** A variable's value, with an empty or blank value read as unset (`PORT= npm start`). */
+function read(env: Env, name: string): string | undefined {
+  const value = env[name];
+  return value === undefined || value.trim() === '' ? undefined : value.trim();
+}
+
+// Quoted with JSON.stringify so that a value with control characters still prints on one line.
+function shown(value: string): string {
+  return JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value);
+}
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  // Digits only: Number() would accept '1e3', '0x10' and ' ' and parseInt() would accept '80abc'.
+  const value = /^\d+$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    throw new ConfigError(name, `expected an integer from ${min} to ${max}, got ${shown(raw)}`);
+  }
+  return value;
+}
+
+/**
+ * Reads and validates the configuration from `env`. Throws a {@link ConfigError} naming the variable
+ * for a value it cannot use, and for `REDIS_URL`, which this version does not support yet: a set
+ * `REDIS_URL` is never silently ignored, since the operator expects events to cross instances.
+ *
+ * @example
+ * ```ts
+ * const config = loadConfig(process.env); // { port: 3000, host: '127.0.0.1', ... }
+ * ```
+ */
+export function loadConfig(env: Env = process.env): SampleConfig {
+  const redisUrl = read(env, 'REDIS_URL');
+  if (redisUrl !== undefined) {
+    throw new ConfigError(
+      'REDIS_URL',
+      'the Redis bus is not available yet in this version; unset REDIS_URL to run with the in-memory hub',
+    );
+  }
+  const host = read(env, 'HOST') ?? DEFAULT_CONFIG.host;
+  if (/[\s/]/.test(host)) {
+    throw new ConfigError('HOST', `expected a host name or IP address, got ${shown(host)}`);
+  }
+  const keepAliveMs = integer(env, 'KEEPALIVE_MS', 15_000, 0, 2_147_483_647);
+  const conformance = read(env, 'MCP_CONFORMANCE');
+  if (conformance !== undefined && conformance !== '1' && conformance !== '0') {
+    throw new ConfigError('MCP_CONFORMANCE', `expected 1 (on) or 0 (off), got ${shown(conformance)}`);
+  }
+  return Object.freeze({
+    port: integer(env, 'PORT', DEFAULT_CONFIG.port, 0, 65_535),
+    host,
+    keepAliveMs: keepAliveMs === 0 ? false : keepAliveMs,
+    maxSubscriptions: integer(env, 'MAX_SUBSCRIPTIONS', DEFAULT_CONFIG.maxSubscriptions, 1, 1_000_000),
+    maxBuffer: integer(env, 'MAX_BUFFER', DEFAULT_CONFIG.maxBuffer, 1, 1_000_000),
+    conformance: conformance === '1',
+  });
+}
