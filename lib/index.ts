@@ -11,7 +11,7 @@ export type {
   ResolvedHubOptions,
   SubscriptionHubOptions,
 } from './subscription-hub.ts';
-export { createListenHandler, resolveListenOptions, routeOf, writeProtocolError } from './listen.ts';
+export { createListenHandler, isJsonContentType, resolveListenOptions, routeOf, writeProtocolError } from './listen.ts';
 export type {
   CheckContext,
   ListenHandler,

@@ -204,11 +204,16 @@ export function writeProtocolError(res: StreamResponse, error: ProtocolError): v
 }
 
 const JSON_CONTENT_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
+
+/** Whether a Content-Type header names JSON (`application/json`, `application/*+json`, parameters allowed). */
+export function isJsonContentType(contentType: string | undefined): boolean {
+  return contentType !== undefined && JSON_CONTENT_TYPE.test(contentType);
+}
 const ACCEPTS_SSE = /(?:^|,)\s*(?:text\/event-stream|text\/\*|\*\/\*)\s*(?:;|,|$)/i;
 
 function checkHttp(headers: HeaderBag, body: unknown): void {
   const contentType = headers['content-type'];
-  if (typeof contentType === 'string' && !JSON_CONTENT_TYPE.test(contentType)) {
+  if (typeof contentType === 'string' && !isJsonContentType(contentType)) {
     throw new ProtocolError(
       RpcErrorCode.InvalidRequest,
       'Unsupported Media Type: Content-Type must be application/json',

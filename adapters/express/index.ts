@@ -9,6 +9,7 @@ import {
   createListenHandler,
   ErrorCode,
   hasErrorCode,
+  isJsonContentType,
   describeValue,
   LISTEN_METHOD,
   OptionsError,
@@ -114,8 +115,6 @@ function headerValue(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
-const JSON_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
-
 /**
  * Serves `subscriptions/listen` (and `notifications/cancelled` for its streams) on the route it is
  * mounted on; every other request goes on, untouched, to the next handler. Mount it after your auth
@@ -158,7 +157,7 @@ export function mcpSubscriptions(options: McpSubscriptionsOptions): McpSubscript
       body = undefined;
     } else if (!parsedBefore) {
       // Read only what may be ours: a JSON body (Mcp-Method is absent or names a method of ours).
-      if (!JSON_TYPE.test(req.headers['content-type'] ?? '') && headerMethod !== LISTEN_METHOD) {
+      if (!isJsonContentType(req.headers['content-type']) && headerMethod !== LISTEN_METHOD) {
         next();
         return;
       }
