@@ -21,7 +21,7 @@ import {
 } from './helpers/sample-app.ts';
 import { listenBody, listenHeaders, post, type SseStream } from './helpers/sse.ts';
 
-const SAMPLES = ['express'] as const;
+const SAMPLES = ['express', 'nest'] as const;
 
 /** Known gaps between the samples and their contract: each stays a todo until it is closed. */
 const REDIS_TODO =

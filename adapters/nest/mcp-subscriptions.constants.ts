@@ -1,0 +1,19 @@
+/**
+ * Injection tokens and metadata keys of the NestJS module. Symbols are registered with `Symbol.for()`,
+ * so that an ESM and a CommonJS copy of the package in one process still name the same provider.
+ */
+
+/** The options given to `forRoot()`, or returned by the `forRootAsync()` factory. */
+export const MCP_SUBSCRIPTIONS_OPTIONS: unique symbol = Symbol.for('mcp-subscriptions:options');
+
+/** The provider whose class and method the host's guards see when they decide a URI (see the module docs). */
+export const MCP_SUBSCRIPTIONS_READ_CONTEXT: unique symbol = Symbol.for('mcp-subscriptions:read-context');
+
+/** Set on the listen route's handler: lets the module find its own route among the HTTP adapter's. */
+export const MCP_SUBSCRIPTIONS_ROUTE = 'mcp-subscriptions:route';
+
+/** The MCP path listen is mounted on when `path` is not given. */
+export const DEFAULT_MCP_PATH = '/mcp';
+
+/** The method the module presents to the host's guards for each URI (spec: the read check of `resources/read`). */
+export const RESOURCES_READ_METHOD = 'resources/read';

@@ -1,0 +1,144 @@
+/**
+ * Options and extension points of `McpSubscriptionsModule`.
+ */
+import type { IncomingMessage } from 'node:http';
+import type {
+  CanActivate,
+  InjectionToken,
+  ModuleMetadata,
+  OptionalFactoryDependency,
+  Provider,
+  Type,
+} from '@nestjs/common';
+import type {
+  CheckContext,
+  ListenHandlerOptions,
+  ResourceCheck,
+  SubscriptionHub,
+  SubscriptionHubOptions,
+} from '../../lib/index.ts';
+
+/**
+ * The request the module sees on Nest's Express platform: Node's request plus what body parsers and
+ * auth guards leave on it. Only these fields are read, so no Express types are needed.
+ */
+export type McpRequest = IncomingMessage & {
+  body?: unknown;
+  /** The SDK's `AuthInfo` (`requireBearerAuth`, or your guard). */
+  auth?: unknown;
+  /** Passport's user, or your guard's. */
+  user?: unknown;
+};
+
+/** What a check or hook is told: the caller's principal, the request, and an abort signal. */
+export type McpCheckContext = CheckContext<McpRequest>;
+
+/** A provider that decides whether the caller may read a URI: the alternative to reusing guards. */
+export interface McpResourceReadCheck {
+  /** Only `true` admits the URI; `false`, a throw, a rejection or a timeout leaves it out silently. */
+  canRead(uri: string, context: McpCheckContext): boolean | PromiseLike<boolean>;
+}
+
+/** The subscribe hook as a provider (ConduitMCP's `handle_subscribe_resource`): run after the read check passed. */
+export interface McpSubscribeResourceHandler {
+  /** Only `true` admits the URI: a scheme you serve, a resource you can watch. */
+  handleSubscribeResource(uri: string, context: McpCheckContext): boolean | PromiseLike<boolean>;
+}
+
+/** Tasks extension: does the caller own a task (an unknown id and a foreign one must both answer `false`)? */
+export interface McpTaskAccessCheck {
+  canAccessTask(taskId: string, context: McpCheckContext): boolean | PromiseLike<boolean>;
+}
+
+/**
+ * A hook given either as a function (as to the Express middleware) or as the injection token of a
+ * provider with the method of the same name. A token is resolved from the whole application when the
+ * module initializes, so the provider may depend on services that themselves inject the hub.
+ */
+export type McpHook<Provider> = ResourceCheck<McpRequest> | Type<Provider> | string | symbol;
+
+/**
+ * The options a `forRoot()` call or a `forRootAsync()` factory provides: the engine's listen options
+ * (see `createListenHandler` in `mcp-subscriptions`), with the hub built by the module and hooks that
+ * may be providers.
+ */
+export interface McpSubscriptionsOptions extends Omit<
+  ListenHandlerOptions<McpRequest>,
+  'hub' | 'canRead' | 'handleSubscribeResource' | 'canAccessTask'
+> {
+  /**
+   * The hub's options (the module builds it and provides it as `SubscriptionHub`), or a hub you built
+   * (for example to hand the same one to code outside Nest). Either way the module closes it on
+   * application shutdown, ending every open stream with its terminal result.
+   * @default `new SubscriptionHub()`, logging through Nest's `Logger`
+   */
+  readonly hub?: SubscriptionHub | SubscriptionHubOptions;
+  /**
+   * The per-URI read check. Left out, the module reuses your guards: for each URI it runs the global
+   * guards and `guards` with a request that presents a `resources/read` of that URI by the same caller,
+   * and admits the URI only if every guard lets it through. Give a function or a provider
+   * (`McpResourceReadCheck`) when your read rule is not a guard.
+   * @default the guards
+   */
+  readonly canRead?: McpHook<McpResourceReadCheck>;
+  /**
+   * The subscribe hook, run after the read check passed: a function or a provider
+   * (`McpSubscribeResourceHandler`). @default accepts every readable URI
+   */
+  readonly handleSubscribeResource?: McpHook<McpSubscribeResourceHandler>;
+  /** Tasks extension: required when `capabilities.tasks` is on. A function or a provider (`McpTaskAccessCheck`). */
+  readonly canAccessTask?: McpHook<McpTaskAccessCheck>;
+  /**
+   * Who the caller is, from the request your guards authenticated. `undefined` means anonymous.
+   * @default `req.auth` as the SDK's `requireBearerAuth` sets it (`extra.sub`, else `extra.principal`,
+   * else `clientId`), else `req.user` (a string, or its `id`, `sub` or `username`)
+   */
+  readonly principal?: (req: McpRequest) => string | undefined;
+  /**
+   * Largest body the module reads itself when no body parser ran before the route (`bodyParser: false`);
+   * a larger one is answered 413. @default 4194304 (4 MiB, as the SDK)
+   */
+  readonly maxBodyBytes?: number;
+}
+
+/** Options that shape the module itself, given to `forRoot()` and `forRootAsync()` alike (not to a factory). */
+export interface McpSubscriptionsRouteOptions {
+  /**
+   * The host's MCP path. The listen route is a controller route on it (under the global prefix, like
+   * every controller), served in front of whatever route serves the rest of MCP there.
+   * @default '/mcp'
+   */
+  readonly path?: string;
+  /**
+   * The guards of your MCP route, beyond the global ones (`APP_GUARD`, `useGlobalGuards()`), which
+   * apply anyway. The listen route runs them exactly as Nest runs a controller's `@UseGuards()`, and so
+   * does the per-URI read check. A class is instantiated in this module, as Nest does for a
+   * controller's guards: its dependencies must be global or come from `imports`.
+   * @default []
+   */
+  readonly guards?: readonly (Type<CanActivate> | CanActivate)[];
+  /** Make `SubscriptionHub` injectable in every module without importing this one. @default true */
+  readonly isGlobal?: boolean;
+}
+
+/** Options of `McpSubscriptionsModule.forRoot()`. */
+export interface McpSubscriptionsModuleOptions extends McpSubscriptionsOptions, McpSubscriptionsRouteOptions {}
+
+/** A class that provides the options, for `forRootAsync({ useClass })` and `forRootAsync({ useExisting })`. */
+export interface McpSubscriptionsOptionsFactory {
+  createMcpSubscriptionsOptions(): McpSubscriptionsOptions | Promise<McpSubscriptionsOptions>;
+}
+
+/** Options of `McpSubscriptionsModule.forRootAsync()`: one of `useFactory`, `useClass`, `useExisting`. */
+export interface McpSubscriptionsModuleAsyncOptions
+  extends McpSubscriptionsRouteOptions, Pick<ModuleMetadata, 'imports'> {
+  /** Providers passed to `useFactory`, in order. */
+  readonly inject?: (InjectionToken | OptionalFactoryDependency)[];
+  // Nest's own `FactoryProvider` types its factory so, to accept any injected parameters.
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  readonly useFactory?: (...args: any[]) => McpSubscriptionsOptions | Promise<McpSubscriptionsOptions>;
+  readonly useClass?: Type<McpSubscriptionsOptionsFactory>;
+  readonly useExisting?: InjectionToken<McpSubscriptionsOptionsFactory>;
+  /** More providers for this module (what `useClass` or a guard needs). */
+  readonly extraProviders?: Provider[];
+}

@@ -1,0 +1,300 @@
+/**
+ * The Nest face of the engine: turns a request on the listen route into the engine's inputs (body,
+ * headers, principal, checks) and hands it the raw Node response. The SSE writer is the engine's.
+ */
+import type { ServerResponse } from 'node:http';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  type BeforeApplicationShutdown,
+  type InjectionToken,
+  type OnModuleInit,
+} from '@nestjs/common';
+import { ExternalContextCreator, HttpAdapterHost, ModuleRef } from '@nestjs/core';
+import {
+  CANCELLED_METHOD,
+  createListenHandler,
+  describeValue,
+  ErrorCode,
+  hasErrorCode,
+  isJsonContentType,
+  LISTEN_METHOD,
+  OptionsError,
+  ProtocolError,
+  routeOf,
+  RpcErrorCode,
+  SubscriptionHub,
+  writeProtocolError,
+  type ListenHandler,
+  type ResourceCheck,
+} from '../../lib/index.ts';
+import { defaultPrincipal } from './default-principal.ts';
+import type { McpReadContext } from './mcp-subscriptions.controller.ts';
+import { MCP_SUBSCRIPTIONS_OPTIONS, MCP_SUBSCRIPTIONS_READ_CONTEXT } from './mcp-subscriptions.constants.ts';
+import type { McpCheckContext, McpRequest, McpSubscriptionsOptions } from './mcp-subscriptions.interfaces.ts';
+import { checkModuleOptions, hookSource, type HookSource } from './mcp-subscriptions.options.ts';
+import { detachedResponse, envelopeOf, readRequest, type ListenEnvelope } from './read-probe.ts';
+import { leaveBody, parsedBefore, parseJsonOrUndefined, readBody } from './request-body.ts';
+import { placeListenRoute } from './route-order.ts';
+
+const ANONYMOUS = 'anonymous';
+const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
+
+type HookName = 'canRead' | 'handleSubscribeResource' | 'canAccessTask';
+type Next = (error?: unknown) => void;
+type GuardRun = (req: McpRequest, res: ServerResponse, next: Next) => Promise<unknown>;
+
+/** An `HttpException` by shape (two copies of `@nestjs/common` still agree): a guard's "no". */
+function isHttpException(error: unknown): boolean {
+  return (
+    typeof error === 'object' &&
+    error !== null &&
+    typeof (error as { getStatus?: unknown }).getStatus === 'function' &&
+    typeof (error as { getResponse?: unknown }).getResponse === 'function'
+  );
+}
+
+function headerValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function tokenName(token: unknown): string {
+  return typeof token === 'function' ? token.name : String(token);
+}
+
+const noop: Next = () => {};
+
+/**
+ * Serves `subscriptions/listen` for the listen route of `McpSubscriptionsModule`, runs the per-URI
+ * checks (the host's guards by default), and ends every open stream on application shutdown.
+ */
+@Injectable()
+export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationShutdown {
+  /** The engine this service serves from (its resolved options are `handler.options`). */
+  readonly handler: ListenHandler<McpRequest>;
+
+  private readonly logger = new Logger('McpSubscriptions');
+  private readonly principalOf: (req: McpRequest) => string | undefined;
+  private readonly maxBodyBytes: number;
+  private readonly sources: Readonly<Record<HookName, HookSource>>;
+  private readonly hooks: Partial<Record<HookName, ResourceCheck<McpRequest>>> = {};
+  /** The listen request's id and `_meta` while its URIs are checked: the probe presents them to the guards. */
+  private readonly envelopes = new WeakMap<McpRequest, ListenEnvelope>();
+  private runGuards: GuardRun | undefined;
+
+  constructor(
+    @Inject(MCP_SUBSCRIPTIONS_OPTIONS) options: McpSubscriptionsOptions,
+    @Inject(SubscriptionHub) readonly hub: SubscriptionHub,
+    @Inject(ModuleRef) private readonly moduleRef: ModuleRef,
+    @Inject(ExternalContextCreator) private readonly contexts: ExternalContextCreator,
+    @Inject(HttpAdapterHost) private readonly adapterHost: HttpAdapterHost,
+    @Inject(MCP_SUBSCRIPTIONS_READ_CONTEXT) private readonly readContext: McpReadContext,
+  ) {
+    checkModuleOptions(options);
+    const {
+      hub: _hub,
+      canRead,
+      handleSubscribeResource,
+      canAccessTask,
+      principal,
+      maxBodyBytes,
+      ...listenOptions
+    } = options;
+    this.principalOf = principal ?? defaultPrincipal;
+    this.maxBodyBytes = maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    this.sources = Object.freeze({
+      canRead: hookSource('canRead', canRead),
+      handleSubscribeResource: hookSource('handleSubscribeResource', handleSubscribeResource),
+      canAccessTask: hookSource('canAccessTask', canAccessTask),
+    });
+    // Providers given as hooks are resolved at module init, once every provider exists; the engine is
+    // built (and validates its options) now, with hooks that call whatever was resolved.
+    const late =
+      (name: HookName): ResourceCheck<McpRequest> =>
+      (item, context) => {
+        const hook = this.hooks[name];
+        if (hook === undefined) throw new Error(`${name} is not ready: the module has not initialized`);
+        return hook(item, context);
+      };
+    this.handler = createListenHandler<McpRequest>({
+      ...listenOptions,
+      hub,
+      // Without a read check of its own, the app's guards decide every URI.
+      canRead: late('canRead'),
+      ...(this.sources.handleSubscribeResource.kind !== 'none'
+        ? { handleSubscribeResource: late('handleSubscribeResource') }
+        : {}),
+      ...(this.sources.canAccessTask.kind !== 'none' ? { canAccessTask: late('canAccessTask') } : {}),
+    });
+  }
+
+  /** Resolves provider hooks, prepares the guard run, and puts the listen route in front of the host's. */
+  onModuleInit(): void {
+    for (const name of ['canRead', 'handleSubscribeResource', 'canAccessTask'] as const) {
+      const hook = this.resolveHook(name, this.sources[name]);
+      if (hook !== undefined) this.hooks[name] = hook;
+    }
+    if (this.hooks.canRead === undefined) {
+      this.runGuards = this.contexts.create(
+        this.readContext,
+        // eslint-disable-next-line @typescript-eslint/unbound-method -- Nest applies it to `readContext`.
+        this.readContext.resourcesRead,
+        'resourcesRead',
+        undefined,
+        undefined,
+        undefined,
+        undefined,
+        // Guards only: interceptors and filters belong to routes that answer clients; this one never does.
+        { guards: true, interceptors: false, filters: false },
+      ) as GuardRun;
+      this.hooks.canRead = (uri, context) => this.guardsAdmit(uri, context);
+    }
+    this.placeRoute();
+  }
+
+  /** Ends every open stream with its terminal result before the HTTP server closes. */
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.hub.close();
+  }
+
+  /**
+   * Serves one request on the listen route: listen and the cancellation of one of the caller's
+   * streams; anything else goes on through `next()`, with its body where a body parser would leave it.
+   */
+  async serve(req: McpRequest, res: ServerResponse, next: Next): Promise<void> {
+    const headerMethod = headerValue(req.headers['mcp-method']);
+    const before = parsedBefore(req);
+    // Fast path: a request whose Mcp-Method names another method is not ours. Its body is read here
+    // only when no body parser ran, so that the next route's guards see it as they would behind one.
+    if (before && headerMethod !== undefined && headerMethod !== LISTEN_METHOD && headerMethod !== CANCELLED_METHOD) {
+      next();
+      return;
+    }
+    let body: unknown = before ? req.body : undefined;
+    let rawBody: Buffer | string | undefined;
+    if (Buffer.isBuffer(body) || typeof body === 'string') {
+      // A raw or text body parser ran: the engine parses the bytes.
+      rawBody = body;
+      body = undefined;
+    } else if (!before) {
+      // Read only JSON bodies (and whatever says it is listen); anything else goes on unread.
+      if (!isJsonContentType(req.headers['content-type']) && headerMethod !== LISTEN_METHOD) {
+        next();
+        return;
+      }
+      try {
+        rawBody = await readBody(req, this.maxBodyBytes);
+      } catch (error) {
+        if (hasErrorCode(error, ErrorCode.Protocol)) {
+          writeProtocolError(res, error as ProtocolError);
+          return;
+        }
+        throw error;
+      }
+      body = parseJsonOrUndefined(rawBody);
+      if (body === undefined && headerMethod !== LISTEN_METHOD) {
+        // Nobody after this route can read the consumed bytes: answer as the MCP server would.
+        writeProtocolError(
+          res,
+          new ProtocolError(RpcErrorCode.ParseError, 'Parse error: the request body is not valid JSON'),
+        );
+        return;
+      }
+    }
+
+    const route = routeOf(body, req.headers);
+    if (route === 'other') {
+      if (!before) leaveBody(req, body);
+      next();
+      return;
+    }
+    const principal = this.principalOf(req) ?? ANONYMOUS;
+    if (route === 'cancelled') {
+      if (this.handler.cancel(principal, body)) {
+        res.writeHead(202).end();
+        return;
+      }
+      if (!before) leaveBody(req, body);
+      next();
+      return;
+    }
+    const envelope = envelopeOf(body);
+    if (envelope !== undefined) this.envelopes.set(req, envelope);
+    // Listen is ours to the end: the open stream's response references this request, so drop the body.
+    req.body = undefined;
+    try {
+      await this.handler.handle(
+        {
+          ...(body !== undefined ? { body } : rawBody !== undefined ? { rawBody } : { body: undefined }),
+          headers: req.headers,
+          principal,
+          request: req,
+        },
+        res,
+      );
+    } finally {
+      this.envelopes.delete(req);
+    }
+  }
+
+  /**
+   * The default read check: every guard of the listen route (global ones first) must let a
+   * `resources/read` of `uri` by the same caller through. A guard's `false` or `HttpException` is a
+   * silent "no"; any other error is a failure the engine logs (and the URI is left out as well).
+   */
+  private async guardsAdmit(uri: string, { request }: McpCheckContext): Promise<boolean> {
+    const run = this.runGuards;
+    if (run === undefined) throw new Error('the guards are not ready: the module has not initialized');
+    const probe = readRequest(request, uri, this.envelopes.get(request));
+    const response = (request as McpRequest & { res?: ServerResponse }).res;
+    try {
+      await run(probe, detachedResponse(probe, response), noop);
+      return true;
+    } catch (error) {
+      if (isHttpException(error)) return false;
+      throw error;
+    }
+  }
+
+  private resolveHook(name: HookName, source: HookSource): ResourceCheck<McpRequest> | undefined {
+    if (source.kind === 'none') return undefined;
+    if (source.kind === 'function') return source.check;
+    let provider: unknown;
+    try {
+      provider = this.moduleRef.get(source.token as InjectionToken, { strict: false });
+    } catch {
+      throw new OptionsError(
+        `Expected a provider for \`${tokenName(source.token)}\` (given as \`${name}\`) to be registered in a module of the application`,
+      );
+    }
+    const method = (provider as Record<string, unknown> | undefined)?.[name];
+    if (typeof method !== 'function') {
+      throw new OptionsError(
+        `Expected the provider \`${tokenName(source.token)}\` given as \`${name}\` to have a \`${name}()\` method, got ${describeValue(provider)}`,
+      );
+    }
+    return (item, context) => (method as ResourceCheck<McpRequest>).call(provider, item, context);
+  }
+
+  private placeRoute(): void {
+    const adapter = this.adapterHost?.httpAdapter;
+    // A standalone application context (no HTTP server) has no route to place.
+    if (adapter === undefined || adapter === null) return;
+    if (adapter.getType() !== 'express') {
+      this.logger.warn(
+        `The listen route needs Nest's Express platform (it hands requests on with Express's next()); this app runs on ${adapter.getType()}.`,
+      );
+      return;
+    }
+    const placement = placeListenRoute(adapter.getInstance());
+    if (placement.shadowedBy > 0) {
+      this.logger.warn(
+        'POST on the MCP path is also served by a handler mounted on the HTTP adapter outside Nest routing ' +
+          "(such as @rekog/mcp-nest's self-mounted transport), which runs before every controller route: it " +
+          'answers subscriptions/listen itself, past this module and your guards. Serve MCP from a controller ' +
+          'instead (with @rekog/mcp-nest: a controller extending McpHttpControllerFor(transport)).',
+      );
+    }
+  }
+}

@@ -1,0 +1,97 @@
+/**
+ * Starts the Nest sample (`npm run start:nest`): reads the environment, listens on HOST:PORT, prints
+ * `listening on http://HOST:PORT/mcp` once it accepts connections, and shuts down gracefully on
+ * SIGTERM or SIGINT: `app.close()` ends every open listen stream with its terminal result (the
+ * module's shutdown hook) before the HTTP server closes, then the process exits 0.
+ */
+import 'reflect-metadata';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ConsoleLogger, type LogLevel } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import type { NestExpressApplication } from '@nestjs/platform-express';
+import { ConfigError, loadConfig, type SampleConfig } from '../shared/config.ts';
+import { AppModule } from './app.module.ts';
+
+/** The contract allows 5 s from the signal to exit; this leaves a margin for the process to end. */
+const SHUTDOWN_DEADLINE_MS = 4000;
+/** How often idle keep-alive sockets are swept while the server drains. */
+const IDLE_SWEEP_MS = 50;
+
+/** Nest's console logger, on stderr only: stdout carries the one `listening on` line. */
+class StderrLogger extends ConsoleLogger {
+  protected override printMessages(
+    messages: unknown[],
+    context?: string,
+    logLevel?: LogLevel,
+    _writeStreamType?: 'stdout' | 'stderr',
+  ): void {
+    super.printMessages(messages, context, logLevel, 'stderr');
+  }
+}
+
+function fail(message: string): never {
+  console.error(message);
+  process.exit(1);
+}
+
+function readConfig(): SampleConfig {
+  try {
+    return loadConfig(process.env);
+  } catch (error) {
+    if (error instanceof ConfigError) fail(`Invalid configuration: ${error.message}`);
+    throw error;
+  }
+}
+
+function urlOf(address: AddressInfo): string {
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return `http://${host}:${address.port}/mcp`;
+}
+
+const config = readConfig();
+const app = await NestFactory.create<NestExpressApplication>(AppModule.register(config), {
+  // The MCP path is parsed after the guards (by the listen route); the REST routes have their own parser.
+  bodyParser: false,
+  logger: new StderrLogger({ logLevels: ['error', 'warn'] }),
+  abortOnError: false,
+});
+app.disable('x-powered-by');
+try {
+  await app.listen(config.port, config.host);
+} catch (error) {
+  fail(`Cannot listen on ${config.host}:${config.port}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`);
+}
+const server: Server = app.getHttpServer();
+console.log(`listening on ${urlOf(server.address() as AddressInfo)}`);
+
+let shuttingDown = false;
+
+async function shutdown(signal: NodeJS.Signals): Promise<void> {
+  if (shuttingDown) return;
+  shuttingDown = true;
+  console.error(`[sample-app] ${signal}: ending listen streams and closing`);
+  // Whatever a client does (holds a socket, stops reading), the process is gone before the deadline.
+  setTimeout(() => {
+    server.closeAllConnections();
+    process.exit(0);
+  }, SHUTDOWN_DEADLINE_MS).unref();
+  // Requests in flight when the server starts closing leave keep-alive sockets behind once answered.
+  const sweep = setInterval(() => server.closeIdleConnections(), IDLE_SWEEP_MS);
+  let exitCode = 0;
+  try {
+    // Every open listen stream gets its terminal result (resultType "complete"), then the server closes.
+    await app.close();
+  } catch (error) {
+    console.error('[sample-app] shutdown failed:', error);
+    exitCode = 1;
+  }
+  clearInterval(sweep);
+  process.exit(exitCode);
+}
+
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.on(signal, () => {
+    void shutdown(signal);
+  });
+}

@@ -1,0 +1,87 @@
+/**
+ * The rest of MCP, served the way a Nest host app already serves it: the official SDK's handler
+ * (`createMcpHandler` + `toNodeHandler`) behind a controller route, with the app's guards. The listen
+ * route of `mcp-subscriptions` sits in front of this one on the same path and hands it every request
+ * that is not `subscriptions/listen`.
+ */
+import type { ServerResponse } from 'node:http';
+import {
+  All,
+  Controller,
+  Inject,
+  Injectable,
+  Req,
+  Res,
+  UseGuards,
+  type BeforeApplicationShutdown,
+} from '@nestjs/common';
+import { toNodeHandler } from '@modelcontextprotocol/node';
+import { createMcpHandler, ProtocolError, type McpHttpHandler } from '@modelcontextprotocol/server';
+import { SubscriptionHub } from 'mcp-subscriptions/nest';
+import type { SampleConfig } from '../shared/config.ts';
+import { createNotesMcpServer, type ReadCheck } from '../shared/mcp-server.ts';
+import { canRead, NotesService } from '../shared/notes-service.ts';
+import type { AuthedRequest } from './bearer-auth.guard.ts';
+import { MCP_PATH, SAMPLE_CONFIG, SERVER_INFO } from './config.ts';
+import { NoteReadGuard } from './note-read.guard.ts';
+
+/** The SDK's MCP handler, built once, with its Node face. */
+@Injectable()
+export class McpHandler implements BeforeApplicationShutdown {
+  readonly http: McpHttpHandler;
+  readonly node: ReturnType<typeof toNodeHandler>;
+
+  constructor(
+    @Inject(SubscriptionHub) hub: SubscriptionHub,
+    @Inject(NotesService) notes: NotesService,
+    @Inject(SAMPLE_CONFIG) config: SampleConfig,
+  ) {
+    // The SDK's resources/read enforces the same rule the guard does (the one function both call), so a
+    // read that reaches the SDK without passing the guard still cannot hand out a foreign note.
+    const readCheck: ReadCheck = (uri, { principal }) => canRead(principal, uri);
+    this.http = createMcpHandler(
+      () =>
+        createNotesMcpServer({
+          notes,
+          canRead: readCheck,
+          hub,
+          conformance: config.conformance,
+          serverInfo: SERVER_INFO,
+        }),
+      {
+        // The hub is the SDK's event bus too, so `notify.*` reaches the listen streams.
+        bus: hub,
+        // A 2026-07-28 app: listChanged and subscribe are honoured on listen streams only.
+        legacy: 'reject',
+        keepAliveMs: config.keepAliveMs === false ? 0 : config.keepAliveMs,
+        onerror: (error) => {
+          // A client's mistake is answered with its error; only the server's own failures are logged.
+          if (ProtocolError.isInstance(error) || /^(Rejected |Unsupported Media Type)/.test(error.message)) return;
+          console.error('[mcp]', error);
+        },
+      },
+    );
+    this.node = toNodeHandler(this.http);
+  }
+
+  /** Aborts the SDK's own in-flight responses before the HTTP server closes. */
+  async beforeApplicationShutdown(): Promise<void> {
+    await this.http.close();
+  }
+}
+
+/**
+ * `/mcp`, every method: the SDK answers what is not listen (and 405 to GET and DELETE). The global
+ * bearer guard and {@link NoteReadGuard} run first; the latter is THE read check of `resources/read`.
+ */
+@Controller(MCP_PATH)
+@UseGuards(NoteReadGuard)
+export class McpController {
+  constructor(@Inject(McpHandler) private readonly mcp: McpHandler) {}
+
+  @All()
+  serve(@Req() req: AuthedRequest, @Res() res: ServerResponse): Promise<void> {
+    // The listen route read the body when no parser had (and left it here); undefined lets the SDK read it.
+    return this.mcp.node(req, res, req.body);
+  }
+}

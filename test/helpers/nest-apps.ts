@@ -1,0 +1,260 @@
+/**
+ * Nest host apps for the module's tests: a global bearer guard (`APP_GUARD`), a read guard on the MCP
+ * route that decides `resources/read`, and something serving the rest of MCP on `/mcp` (a controller
+ * that echoes what reached it, or the official SDK's handler). The MCP controller sits in the root
+ * module, so its route is registered before the listen route: the module must still come first.
+ * Every app listens on 127.0.0.1 port 0 and is closed by the test that made it.
+ */
+import 'reflect-metadata';
+import type { ServerResponse } from 'node:http';
+import {
+  All,
+  Controller,
+  ForbiddenException,
+  Global,
+  Inject,
+  Injectable,
+  Module,
+  Req,
+  Res,
+  UnauthorizedException,
+  UseGuards,
+  type CanActivate,
+  type DynamicModule,
+  type ExecutionContext,
+  type INestApplication,
+  type NestApplicationOptions,
+  type Provider,
+} from '@nestjs/common';
+import { APP_GUARD, NestFactory } from '@nestjs/core';
+import type { NestExpressApplication } from '@nestjs/platform-express';
+import { toNodeHandler } from '@modelcontextprotocol/node';
+import { createMcpHandler, McpServer } from '@modelcontextprotocol/server';
+import { of, type Observable } from 'rxjs';
+import { SubscriptionHub, toServerCapabilities, type SubscriptionCapabilities } from 'mcp-subscriptions';
+import {
+  McpSubscriptionsModule,
+  type McpSubscriptionsModuleAsyncOptions,
+  type McpSubscriptionsModuleOptions,
+} from 'mcp-subscriptions/nest';
+
+/** Tokens of the test apps, by principal. */
+export const USERS: Readonly<Record<string, string>> = Object.freeze({ 'alice-token': 'alice', 'bob-token': 'bob' });
+
+/** What a guard saw, one entry per call. */
+export interface GuardCall {
+  readonly guard: string;
+  readonly className: string;
+  readonly handlerName: string;
+  readonly method: unknown;
+  readonly uri: unknown;
+  readonly id: unknown;
+  readonly user: unknown;
+  readonly mcpMethod: unknown;
+  readonly mcpName: unknown;
+  readonly authorization: unknown;
+}
+
+/** Every guard call of one app, in order. */
+export const GUARD_LOG = Symbol('GUARD_LOG');
+
+@Global()
+@Module({})
+export class GuardLogModule {
+  static register(log: GuardCall[]): DynamicModule {
+    return { module: GuardLogModule, providers: [{ provide: GUARD_LOG, useValue: log }], exports: [GUARD_LOG] };
+  }
+}
+
+type HttpRequest = { headers: Record<string, string | string[] | undefined>; body?: any; user?: any };
+
+function record(log: GuardCall[], guard: string, context: ExecutionContext): HttpRequest {
+  const req = context.switchToHttp().getRequest<HttpRequest>();
+  log.push({
+    guard,
+    className: context.getClass().name,
+    handlerName: context.getHandler().name,
+    method: req.body?.method,
+    uri: req.body?.params?.uri,
+    id: req.body?.id,
+    user: req.user?.id,
+    mcpMethod: req.headers['mcp-method'],
+    mcpName: req.headers['mcp-name'],
+    authorization: req.headers.authorization,
+  });
+  return req;
+}
+
+/** The host's auth, global: `Authorization: Bearer <token>` or 401 with `WWW-Authenticate: Bearer`. */
+@Injectable()
+export class BearerGuard implements CanActivate {
+  constructor(@Inject(GUARD_LOG) private readonly log: GuardCall[]) {}
+
+  canActivate(context: ExecutionContext): boolean {
+    const req = record(this.log, 'BearerGuard', context);
+    const token = /^Bearer (\S+)$/.exec(String(req.headers.authorization ?? ''))?.[1];
+    const user = token === undefined ? undefined : USERS[token];
+    if (user === undefined) {
+      context.switchToHttp().getResponse<ServerResponse>().setHeader('WWW-Authenticate', 'Bearer');
+      throw new UnauthorizedException({ error: 'unauthorized', message: 'Missing or unknown bearer token' });
+    }
+    req.user = { id: user };
+    return true;
+  }
+}
+
+/**
+ * The host's read check for `resources/read`, in every shape a guard can answer: `note://<user>/…` is
+ * readable (sync `true`); `note://shared/…` through a Promise; `note://stream/<user>` through an
+ * Observable; `note://boom/…` throws a plain error (a broken check); anything else is refused with an
+ * `HttpException`, and `note://false/…` with a plain `false`.
+ */
+@Injectable()
+export class ReadGuard implements CanActivate {
+  constructor(@Inject(GUARD_LOG) private readonly log: GuardCall[]) {}
+
+  canActivate(context: ExecutionContext): boolean | Promise<boolean> | Observable<boolean> {
+    const req = record(this.log, 'ReadGuard', context);
+    if (req.body?.method !== 'resources/read') return true;
+    const uri = String(req.body.params?.uri);
+    const user = String(req.user?.id);
+    if (uri.startsWith('note://boom/')) throw new Error('the read check broke');
+    if (uri.startsWith('note://shared/')) return Promise.resolve(true);
+    if (uri.startsWith('note://stream/')) return of(uri === `note://stream/${user}`);
+    if (uri.startsWith('note://false/')) return false;
+    if (uri.startsWith(`note://${user}/`)) return true;
+    throw new ForbiddenException('Not your note');
+  }
+}
+
+/** Echoes what reached it (method and body), so a test sees what the listen route passed on. */
+@Controller('mcp')
+@UseGuards(ReadGuard)
+export class EchoMcpController {
+  @All()
+  handle(@Req() req: HttpRequest & { method: string }, @Res() res: ServerResponse): void {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ host: true, httpMethod: req.method, body: req.body ?? null }));
+  }
+}
+
+/** The official SDK's handler, built with the hub as its bus, served from a controller. */
+@Injectable()
+export class SdkHandler {
+  readonly node: ReturnType<typeof toNodeHandler>;
+  readonly close: () => Promise<void>;
+
+  constructor(@Inject(SubscriptionHub) hub: SubscriptionHub) {
+    const offer: SubscriptionCapabilities = { toolsListChanged: true, resourceSubscriptions: true };
+    const handler = createMcpHandler(
+      () => {
+        const server = new McpServer(
+          { name: 'nest-test', version: '0.0.0' },
+          { capabilities: toServerCapabilities(offer) },
+        );
+        server.registerTool('ping', { description: 'Answers pong.' }, () => ({
+          content: [{ type: 'text', text: 'pong' }],
+        }));
+        return server;
+      },
+      { bus: hub, legacy: 'reject' },
+    );
+    this.node = toNodeHandler(handler);
+    this.close = () => handler.close();
+  }
+}
+
+@Controller('mcp')
+@UseGuards(ReadGuard)
+export class SdkMcpController {
+  constructor(@Inject(SdkHandler) private readonly sdk: SdkHandler) {}
+
+  @All()
+  handle(@Req() req: HttpRequest, @Res() res: ServerResponse): Promise<void> {
+    return this.sdk.node(req as never, res, req.body);
+  }
+}
+
+/** How a test app is put together. */
+export interface NestAppInit {
+  /** `forRoot()` options (the default), or `forRootAsync()` ones. */
+  readonly module?: Partial<McpSubscriptionsModuleOptions> | { readonly async: McpSubscriptionsModuleAsyncOptions };
+  /** What serves the rest of MCP on `/mcp`. @default 'echo' */
+  readonly host?: 'echo' | 'sdk' | 'none';
+  readonly appOptions?: NestApplicationOptions;
+  /** `app.setGlobalPrefix(prefix)`. */
+  readonly prefix?: string;
+  /** Runs before `listen()`. */
+  readonly configure?: (app: NestExpressApplication) => void;
+  readonly providers?: Provider[];
+}
+
+/** A listening test app. */
+export interface NestTestApp {
+  readonly app: INestApplication;
+  readonly hub: SubscriptionHub;
+  /** `http://127.0.0.1:PORT`. */
+  readonly baseUrl: string;
+  /** `http://127.0.0.1:PORT/mcp` (under the global prefix, when one is set). */
+  readonly url: string;
+  readonly guardCalls: GuardCall[];
+  /** `app.close()`; idempotent. */
+  close(): Promise<void>;
+}
+
+/** The module options every test starts from: list changes and resource subscriptions, no keepalive. */
+export const BASE_OPTIONS: McpSubscriptionsModuleOptions = Object.freeze({
+  capabilities: { toolsListChanged: true, resourceSubscriptions: true },
+  guards: [ReadGuard],
+  keepAliveMs: false,
+});
+
+/** Builds a test app, listens on 127.0.0.1:0 and resolves once it accepts connections. */
+export async function startNestApp(init: NestAppInit = {}): Promise<NestTestApp> {
+  const guardCalls: GuardCall[] = [];
+  const host = init.host ?? 'echo';
+  const subscriptions =
+    init.module !== undefined && 'async' in init.module
+      ? McpSubscriptionsModule.forRootAsync(init.module.async)
+      : McpSubscriptionsModule.forRoot({ ...BASE_OPTIONS, ...init.module });
+
+  @Module({
+    imports: [GuardLogModule.register(guardCalls), subscriptions],
+    controllers: host === 'echo' ? [EchoMcpController] : host === 'sdk' ? [SdkMcpController] : [],
+    providers: [
+      { provide: APP_GUARD, useClass: BearerGuard },
+      ...(host === 'sdk' ? [SdkHandler] : []),
+      ...(init.providers ?? []),
+    ],
+  })
+  class AppModule {}
+
+  const app = await NestFactory.create<NestExpressApplication>(AppModule, {
+    logger: false,
+    abortOnError: false,
+    ...init.appOptions,
+  });
+  if (init.prefix !== undefined) app.setGlobalPrefix(init.prefix);
+  init.configure?.(app);
+  await app.listen(0, '127.0.0.1');
+  const baseUrl = await app.getUrl();
+  const prefix = init.prefix ?? '';
+  let closing: Promise<void> | undefined;
+  return {
+    app,
+    hub: app.get(SubscriptionHub),
+    baseUrl,
+    url: `${baseUrl}${prefix === '' ? '' : `/${prefix}`}/mcp`,
+    guardCalls,
+    close: () =>
+      (closing ??= (async () => {
+        if (host === 'sdk') await app.get(SdkHandler).close();
+        await app.close();
+      })()),
+  };
+}
+
+/** `Authorization: Bearer <token>`. */
+export function bearer(token: string): Record<string, string> {
+  return { authorization: `Bearer ${token}` };
+}

@@ -1,0 +1,143 @@
+/**
+ * NestJS 11 and 12 with the BUILT package, as users install it: `npm pack` (which runs the build),
+ * unpacked into two small host apps, each with its own Nest major from its own lockfile
+ * (test/nest-compat/nest11, nest12; installed with `npm ci` on first use). The Nest 11 app is compiled
+ * to CommonJS and loads `mcp-subscriptions/nest` through `require()`; the Nest 12 app (Nest 12 ships ES
+ * modules only) is compiled to ES modules and loads it through `import`. Both compile with decorator
+ * metadata, as `nest build` does, so their services get the hub injected by type.
+ */
+import assert from 'node:assert/strict';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { REPO_ROOT } from './helpers/sample-app.ts';
+import { listen, listenBody, listenHeaders, post, type SseStream } from './helpers/sse.ts';
+
+const FIXTURES = path.join(REPO_ROOT, 'test', 'nest-compat');
+const TSC = path.join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+
+let packed: string | undefined;
+let packDir: string | undefined;
+const children = new Set<ChildProcess>();
+const streams: SseStream[] = [];
+
+before(() => {
+  packDir = mkdtempSync(path.join(tmpdir(), 'mcp-subscriptions-pack-'));
+  // `npm pack` runs `prepack` (npm run build): the ESM and the CommonJS builds, as published.
+  execFileSync('npm', ['pack', '--silent', '--pack-destination', packDir], { cwd: REPO_ROOT, stdio: 'ignore' });
+  const tarball = readdirSync(packDir).find((name) => name.endsWith('.tgz'));
+  assert.ok(tarball, 'npm pack wrote a tarball');
+  packed = path.join(packDir, tarball);
+});
+
+after(() => {
+  for (const stream of streams.splice(0)) stream.close();
+  for (const child of children) child.kill('SIGKILL');
+  if (packDir !== undefined) rmSync(packDir, { recursive: true, force: true });
+});
+
+/** Installs the fixture's own Nest from its lockfile (first use only), unpacks the package, compiles the app. */
+function prepare(fixture: string): void {
+  const dir = path.join(FIXTURES, fixture);
+  if (!existsSync(path.join(dir, 'node_modules', '@nestjs', 'core'))) {
+    execFileSync('npm', ['ci', '--no-audit', '--no-fund', '--prefix', dir], { stdio: 'ignore' });
+  }
+  const target = path.join(dir, 'node_modules', 'mcp-subscriptions');
+  rmSync(target, { recursive: true, force: true });
+  mkdirSync(target, { recursive: true });
+  execFileSync('tar', ['-xzf', packed!, '-C', target, '--strip-components=1']);
+  rmSync(path.join(dir, 'dist'), { recursive: true, force: true });
+  execFileSync(process.execPath, [TSC, '-p', dir], { stdio: 'pipe' });
+}
+
+interface RunningFixture {
+  readonly url: string;
+  readonly banner: string;
+  readonly child: ChildProcess;
+  readonly exited: Promise<number | null>;
+}
+
+function run(fixture: string): Promise<RunningFixture> {
+  const dir = path.join(FIXTURES, fixture);
+  const child = spawn(process.execPath, ['dist/main.js'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(child);
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code) => {
+      children.delete(child);
+      resolve(code);
+    }),
+  );
+  let out = '';
+  let err = '';
+  child.stdout.setEncoding('utf8');
+  child.stderr.setEncoding('utf8');
+  child.stderr.on('data', (chunk: string) => (err += chunk));
+  return new Promise((resolve, reject) => {
+    child.stdout.on('data', (chunk: string) => {
+      out += chunk;
+      const match = /^listening on (\S+)$/m.exec(out);
+      if (match) resolve({ url: match[1]!, banner: out, child, exited });
+    });
+    void exited.then((code) => reject(new Error(`${fixture} exited with ${code} before listening:\n${out}\n${err}`)));
+  });
+}
+
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+
+async function exercise(app: RunningFixture): Promise<void> {
+  const refused = await post(app.url, listenBody('nobody', { toolsListChanged: true }), listenHeaders());
+  streams.push(refused);
+  await refused.end();
+  assert.equal(refused.status, 401, 'the global guard runs on the listen route');
+
+  const stream = await listen(
+    app.url,
+    'compat',
+    { resourceSubscriptions: ['note://alice/a', 'note://bob/b'] },
+    bearer('alice-token'),
+  );
+  streams.push(stream);
+  assert.equal(stream.status, 200, stream.text);
+  const ack = (await stream.event(1)).json;
+  assert.deepEqual(ack.params.notifications, { resourceSubscriptions: ['note://alice/a'] }, 'the read guard decided');
+
+  const other = await fetch(app.url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...bearer('alice-token') },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }),
+  });
+  assert.equal(((await other.json()) as { host?: boolean }).host, true, 'everything else reaches the host route');
+
+  // The host service got the hub injected by type, and publishes through it.
+  const saved = await fetch(new URL('/notes/a', app.url), { method: 'POST', headers: bearer('alice-token') });
+  assert.equal(saved.status, 201);
+  const update = (await stream.event(2)).json;
+  assert.equal(update.method, 'notifications/resources/updated');
+  assert.equal(update.params.uri, 'note://alice/a');
+
+  app.child.kill('SIGTERM');
+  await stream.end();
+  assert.equal(stream.events.at(-1)?.json?.result?.resultType, 'complete', 'app.close() ended the stream');
+  assert.equal(await app.exited, 0);
+}
+
+describe('NestJS 11 and 12, CommonJS and ES modules, from the built package', () => {
+  it('Nest 11, a CommonJS app: require() loads the CommonJS build, and both builds agree in one process', async () => {
+    prepare('nest11');
+    const app = await run('nest11');
+    assert.match(app.banner, /format=commonjs nest=11\.\d+\.\d+ /);
+    assert.match(app.banner, /loaded=\S*node_modules\/mcp-subscriptions\/dist\/cjs\/adapters\/nest\/index\.js /);
+    assert.match(app.banner, /copiesAgree=true/, 'errors are told apart by code across the two copies');
+    await exercise(app);
+  });
+
+  it('Nest 12, an ES module app: import loads the ES module build', async () => {
+    prepare('nest12');
+    const app = await run('nest12');
+    assert.match(app.banner, /format=module nest=12\.\d+\.\d+ /);
+    assert.match(app.banner, /loaded=file:\S*node_modules\/mcp-subscriptions\/dist\/adapters\/nest\/index\.js/);
+    await exercise(app);
+  });
+});

@@ -1,0 +1,114 @@
+/**
+ * A NestJS 11 host app as `nest build` compiles it (CommonJS, decorator metadata): the built
+ * `mcp-subscriptions/nest` loaded through `require()`, constructor injection by type, a global auth
+ * guard, a read guard the module reuses per URI, and a host MCP route in the root module.
+ */
+import 'reflect-metadata';
+import type { ServerResponse } from 'node:http';
+import {
+  All,
+  Controller,
+  ForbiddenException,
+  Injectable,
+  Module,
+  Param,
+  Post,
+  Req,
+  Res,
+  UnauthorizedException,
+  UseGuards,
+  type CanActivate,
+  type ExecutionContext,
+} from '@nestjs/common';
+import { APP_GUARD, NestFactory } from '@nestjs/core';
+import { ErrorCode, hasErrorCode } from 'mcp-subscriptions';
+import { McpSubscriptionsModule, SubscriptionHub } from 'mcp-subscriptions/nest';
+
+type Req = { headers: Record<string, string | undefined>; body?: any; user?: string };
+
+@Injectable()
+class BearerGuard implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    const req = context.switchToHttp().getRequest<Req>();
+    const user = /^Bearer (alice|bob)-token$/.exec(req.headers.authorization ?? '')?.[1];
+    if (user === undefined) throw new UnauthorizedException();
+    req.user = user;
+    return true;
+  }
+}
+
+@Injectable()
+class ReadGuard implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    const req = context.switchToHttp().getRequest<Req>();
+    if (req.body?.method !== 'resources/read') return true;
+    if (String(req.body.params?.uri).startsWith(`note://${req.user}/`)) return true;
+    throw new ForbiddenException();
+  }
+}
+
+/** Injected by type: the metadata tsc emits names the class. */
+@Injectable()
+class NotesService {
+  constructor(private readonly hub: SubscriptionHub) {}
+
+  save(owner: string, name: string): void {
+    this.hub.resourceUpdated(`note://${owner}/${name}`);
+  }
+}
+
+@Controller('mcp')
+@UseGuards(ReadGuard)
+class McpController {
+  @All()
+  handle(@Req() req: Req, @Res() res: ServerResponse): void {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ host: true, body: req.body ?? null }));
+  }
+}
+
+@Controller('notes')
+class NotesController {
+  constructor(private readonly notes: NotesService) {}
+
+  @Post(':name')
+  save(@Req() req: Req, @Param('name') name: string): { saved: string } {
+    this.notes.save(String(req.user), name);
+    return { saved: name };
+  }
+}
+
+@Module({
+  imports: [
+    McpSubscriptionsModule.forRoot({
+      capabilities: { toolsListChanged: true, resourceSubscriptions: true },
+      guards: [ReadGuard],
+      keepAliveMs: false,
+    }),
+  ],
+  controllers: [McpController, NotesController],
+  providers: [NotesService, { provide: APP_GUARD, useClass: BearerGuard }],
+})
+class AppModule {}
+
+async function main(): Promise<void> {
+  // Both copies in one process: this one (CommonJS) and the ES module one agree on error codes.
+  const esm = await import('mcp-subscriptions');
+  const copiesAgree =
+    (esm.SubscriptionHub as unknown) !== SubscriptionHub &&
+    hasErrorCode(new esm.OptionsError('x'), ErrorCode.InvalidOption) &&
+    esm.hasErrorCode(new (require('mcp-subscriptions').OptionsError)('x'), esm.ErrorCode.InvalidOption);
+  const nest = require('@nestjs/core/package.json').version;
+  console.log(
+    `format=commonjs nest=${nest} loaded=${require.resolve('mcp-subscriptions/nest')} copiesAgree=${copiesAgree}`,
+  );
+
+  const app = await NestFactory.create(AppModule, { logger: ['error', 'warn'] });
+  await app.listen(0, '127.0.0.1');
+  console.log(`listening on ${await app.getUrl()}/mcp`);
+  process.once('SIGTERM', () => {
+    void app.close().then(() => process.exit(0));
+  });
+}
+
+void main();
