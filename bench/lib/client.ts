@@ -1,0 +1,279 @@
+/**
+ * The load generator's HTTP side: listen streams over raw `node:http` (one socket each, no pooling)
+ * with a minimal streaming SSE frame counter, and small helpers for the control routes and the
+ * host's write route. Only 127.0.0.1, and every wait is bounded in time.
+ */
+import http from 'node:http';
+import type { PublishOrder, Usage } from './control.ts';
+import { listenBody, listenHeaders, now, type Filter } from './wire.ts';
+
+/** Listen streams: one socket each, never pooled, as many as the fd limit allows. */
+export const streamAgent = new http.Agent({ keepAlive: false, maxSockets: Infinity });
+/** Control requests: a few kept-alive sockets. */
+export const controlAgent = new http.Agent({ keepAlive: true, maxSockets: 4 });
+
+const HOST = '127.0.0.1';
+
+/**
+ * Counts the data frames of one SSE response as bytes arrive and timestamps each: a frame is a run
+ * of lines ending with an empty line, and counts only if one of its lines starts with `d` (`data:`),
+ * so keepalive comments are skipped. No per-frame allocation; a chunk gets one timestamp.
+ */
+export class SseReader {
+  /** Data frames received, the acknowledgement included. */
+  frames = 0;
+  bytes = 0;
+  ackAt = Number.NaN;
+  /** When the last byte arrived. */
+  lastAt = 0;
+  ended = false;
+  /** The whole body, when captured. */
+  text = '';
+  /** Receive time of event `k` (the `k+1`th frame after the ack), up to the capacity given. */
+  times: Float64Array;
+  onFrame: (() => void) | undefined;
+  request: http.ClientRequest | undefined;
+  response: http.IncomingMessage | undefined;
+  private lineStart = true;
+  private hasData = false;
+
+  constructor(
+    capacity: number,
+    private readonly capture = false,
+  ) {
+    this.times = new Float64Array(capacity);
+  }
+
+  /** Events received after the acknowledgement. */
+  get events(): number {
+    return this.frames > 0 ? this.frames - 1 : 0;
+  }
+
+  feed(chunk: Buffer): void {
+    const t = now();
+    this.lastAt = t;
+    this.bytes += chunk.length;
+    if (this.capture) this.text += chunk.toString();
+    const len = chunk.length;
+    let pos = 0;
+    for (;;) {
+      if (this.lineStart) {
+        if (pos >= len) break;
+        const c = chunk[pos];
+        if (c === 10) {
+          if (this.hasData) this.frame(t);
+          this.hasData = false;
+          pos++;
+          continue;
+        }
+        if (c === 100) this.hasData = true;
+        this.lineStart = false;
+      }
+      const newline = chunk.indexOf(10, pos);
+      if (newline === -1) break;
+      pos = newline + 1;
+      this.lineStart = true;
+    }
+  }
+
+  private frame(t: number): void {
+    const k = this.frames - 1;
+    this.frames++;
+    if (k < 0) this.ackAt = t;
+    else if (k < this.times.length) this.times[k] = t;
+    this.onFrame?.();
+  }
+
+  /** Stops reading: the socket's buffers fill and the server must back off. */
+  pause(): void {
+    this.response?.pause();
+    this.response?.socket.pause();
+  }
+
+  resume(): void {
+    this.response?.socket.resume();
+    this.response?.resume();
+  }
+
+  /** Hangs up (HTTP cancellation). */
+  close(): void {
+    this.request?.destroy();
+    this.response?.destroy();
+  }
+}
+
+/** Opens one listen stream; resolves once its acknowledgement arrived, rejects on an error response. */
+export function openListen(
+  port: number,
+  id: string,
+  filter: Filter,
+  options: { capacity?: number; capture?: boolean; timeoutMs?: number } = {},
+): Promise<SseReader> {
+  const reader = new SseReader(options.capacity ?? 0, options.capture ?? false);
+  const body = listenBody(id, filter);
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      reader.close();
+      reject(new Error(`listen ${id}: no acknowledgement within ${options.timeoutMs ?? 30_000} ms`));
+    }, options.timeoutMs ?? 30_000);
+    const request = http.request(
+      { host: HOST, port, path: '/mcp', method: 'POST', headers: listenHeaders(body), agent: streamAgent },
+      (response) => {
+        reader.response = response;
+        if (response.statusCode !== 200) {
+          let text = '';
+          response.on('data', (chunk: Buffer) => (text += chunk.toString()));
+          response.on('end', () => {
+            clearTimeout(timer);
+            reject(new Error(`listen ${id}: HTTP ${response.statusCode}: ${text.slice(0, 200)}`));
+          });
+          return;
+        }
+        reader.onFrame = () => {
+          if (reader.frames === 1) {
+            clearTimeout(timer);
+            reader.onFrame = undefined;
+            resolve(reader);
+          }
+        };
+        response.on('data', (chunk: Buffer) => reader.feed(chunk));
+        const done = (): void => {
+          reader.ended = true;
+        };
+        response.on('end', done);
+        response.on('close', done);
+        response.on('error', done);
+      },
+    );
+    reader.request = request;
+    request.on('error', (error) => {
+      reader.ended = true;
+      clearTimeout(timer);
+      reject(error);
+    });
+    request.end(body);
+  });
+}
+
+/** Opens `count` streams, `concurrency` at a time; stream `i` gets `filter(i)` and id `s<i>`. */
+export async function openMany(
+  port: number,
+  count: number,
+  filter: (i: number) => Filter,
+  options: { concurrency?: number; capacity?: number; from?: number } = {},
+): Promise<SseReader[]> {
+  const from = options.from ?? 0;
+  const readers = new Array<SseReader>(count);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < count) {
+      const i = next++;
+      readers[i] = await openListen(port, `s${from + i}`, filter(from + i), { capacity: options.capacity ?? 0 });
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(options.concurrency ?? 64, count) }, worker));
+  return readers;
+}
+
+export function closeAll(readers: Iterable<SseReader>): void {
+  for (const reader of readers) reader.close();
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Polls `predicate` every `pollMs` until it holds or `timeoutMs` passed; returns whether it held. */
+export async function waitFor(predicate: () => boolean, timeoutMs: number, pollMs = 5): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (!predicate()) {
+    if (Date.now() >= deadline) return false;
+    await sleep(pollMs);
+  }
+  return true;
+}
+
+/** One plain HTTP request; resolves with the status and body text. */
+export function request(
+  port: number,
+  method: string,
+  path: string,
+  body?: string,
+  headers: Record<string, string> = {},
+  agent: http.Agent = controlAgent,
+): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const allHeaders = body === undefined ? headers : { 'content-length': String(Buffer.byteLength(body)), ...headers };
+    const req = http.request({ host: HOST, port, path, method, headers: allHeaders, agent }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString() }));
+      res.on('error', reject);
+    });
+    req.setTimeout(120_000, () => req.destroy(new Error(`${method} ${path}: timed out`)));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** The server's own CPU time, memory (after GC when `gc`) and open-stream count. */
+export async function usage(port: number, gc = false): Promise<Usage> {
+  const { status, text } = await request(port, 'GET', `/control/usage${gc ? '?gc=1' : ''}`);
+  if (status !== 200) throw new Error(`usage: HTTP ${status}: ${text}`);
+  return JSON.parse(text) as Usage;
+}
+
+/** Server CPU time between two usage snapshots, in µs. */
+export function cpuBetween(a: Usage, b: Usage): number {
+  return b.cpu.user + b.cpu.system - (a.cpu.user + a.cpu.system);
+}
+
+/** Publishes events back to back on the server; returns each one's publish time. */
+export async function publish(port: number, order: PublishOrder): Promise<number[]> {
+  const { status, text } = await request(port, 'POST', '/control/publish', JSON.stringify(order), {
+    'content-type': 'application/json',
+  });
+  if (status !== 200) throw new Error(`publish: HTTP ${status}: ${text}`);
+  return (JSON.parse(text) as { t: number[] }).t;
+}
+
+export async function prefill(port: number, uris: readonly string[]): Promise<void> {
+  const { status, text } = await request(port, 'POST', '/control/prefill', JSON.stringify({ uris }), {
+    'content-type': 'application/json',
+  });
+  if (status !== 200) throw new Error(`prefill: HTTP ${status}: ${text}`);
+}
+
+/**
+ * Sends requests from `concurrency` kept-alive connections for `durationMs` (and at most
+ * `maxRequests`); `make(n)` gives the `n`th request. Returns completed requests and the time taken.
+ */
+export async function hammer(
+  port: number,
+  options: { durationMs: number; concurrency: number; maxRequests?: number },
+  make: (n: number) => { method: string; path: string; body: string; headers: Record<string, string> },
+): Promise<{ requests: number; failed: number; elapsedMs: number; statuses: Record<number, number> }> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: options.concurrency });
+  const statuses: Record<number, number> = {};
+  let sent = 0;
+  let requests = 0;
+  let failed = 0;
+  const start = now();
+  const deadline = start + options.durationMs;
+  const max = options.maxRequests ?? Number.MAX_SAFE_INTEGER;
+  const worker = async (): Promise<void> => {
+    while (now() < deadline && sent < max) {
+      const { method, path, body, headers } = make(sent++);
+      try {
+        const { status } = await request(port, method, path, body, headers, agent);
+        statuses[status] = (statuses[status] ?? 0) + 1;
+        if (status >= 200 && status < 300) requests++;
+        else failed++;
+      } catch {
+        failed++;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: options.concurrency }, worker));
+  const elapsedMs = now() - start;
+  agent.destroy();
+  return { requests, failed, elapsedMs, statuses };
+}

@@ -1,0 +1,522 @@
+/**
+ * The load generator, in its own process: `bench/run.ts` forks it once per scenario with the ports
+ * of the three servers, it drives them one after the other (or alternately, where drift matters),
+ * and sends back the raw figures over IPC. Every loop is bounded in count and time.
+ */
+import http from 'node:http';
+import {
+  closeAll,
+  cpuBetween,
+  hammer,
+  openListen,
+  openMany,
+  prefill,
+  publish,
+  sleep,
+  usage,
+  waitFor,
+} from './lib/client.ts';
+import type { SseReader } from './lib/client.ts';
+import { median, percentile, prng, slope } from './lib/stats.ts';
+import { listenBody, listenHeaders, noteUri, now, toolsListRequest, TOKEN } from './lib/wire.ts';
+import type { Filter } from './lib/wire.ts';
+
+export type Target = 'ours' | 'sdk' | 'ceiling';
+/** One target's figures: numbers (NaN where not applicable), booleans, or short strings. */
+export type Figures = Record<string, number | boolean | string>;
+export type ScenarioResult = Partial<Record<Target, Figures>>;
+
+export interface LoadRequest {
+  readonly scenario: string;
+  readonly ports: Record<Target, number>;
+  readonly targets: readonly Target[];
+  readonly params: Record<string, any>;
+  readonly timeoutMs: number;
+}
+
+type Scenario = (ports: Record<Target, number>, targets: readonly Target[], params: any) => Promise<ScenarioResult>;
+
+const sum = (readers: readonly SseReader[]): number => readers.reduce((a, r) => a + r.events, 0);
+
+/** Publish→receive latencies of stream `reader` for events `t` that it received as its frames `from…`. */
+function latencies(out: number[], reader: SseReader, from: number, t: readonly number[]): void {
+  for (let k = 0; k < t.length; k++) {
+    const idx = from + k;
+    if (idx >= reader.events || idx >= reader.times.length) break;
+    out.push((reader.times[idx] as number) - (t[k] as number));
+  }
+}
+
+/**
+ * 1. fan-out: N streams on toolsListChanged, E events back to back, R rounds. A server may coalesce
+ * identical events for a socket that pushes back (ours does), so a stream is done when it has E
+ * frames or when nothing has arrived anywhere for 300 ms; its last frame stands for the last event.
+ */
+const fanout: Scenario = async (ports, targets, p: { streams: number; events: number; rounds: number }) => {
+  const result: ScenarioResult = {};
+  for (const target of targets) {
+    const port = ports[target];
+    const readers = await openMany(port, p.streams, () => ({ toolsListChanged: true }), {
+      capacity: p.events * p.rounds,
+    });
+    await sleep(300);
+    const rates: number[] = [];
+    const frameRates: number[] = [];
+    const cpus: number[] = [];
+    const frameCpus: number[] = [];
+    const perStream: number[] = [];
+    const lat: number[] = [];
+    let complete = true;
+    for (let r = 0; r < p.rounds; r++) {
+      const base = readers.map((x) => x.events);
+      const u0 = await usage(port);
+      const t = await publish(port, { kind: 'tools', count: p.events });
+      const published = now();
+      const lastAny = (): number => readers.reduce((m, x) => Math.max(m, x.lastAt), 0);
+      await waitFor(
+        () =>
+          readers.every((x, i) => x.events >= (base[i] as number) + p.events) ||
+          (now() - published > 300 && now() - lastAny() > 300),
+        60_000,
+        10,
+      );
+      const u1 = await usage(port);
+      let frames = 0;
+      let last = 0;
+      readers.forEach((x, i) => {
+        const from = base[i] as number;
+        const m = x.events - from;
+        frames += m;
+        if (m === 0) {
+          complete = false;
+          return;
+        }
+        for (let j = 0; j < m && from + j < x.times.length; j++) {
+          // Frame j is event j, except a last frame that arrives short of E: it carries the latest event.
+          const event = j === m - 1 ? p.events - 1 : j;
+          lat.push((x.times[from + j] as number) - (t[event] as number));
+        }
+        last = Math.max(last, x.times[Math.min(from + m, x.times.length) - 1] as number);
+      });
+      const seconds = (last - (t[0] as number)) / 1000;
+      const offered = p.streams * p.events;
+      rates.push(offered / seconds);
+      frameRates.push(frames / seconds);
+      cpus.push(cpuBetween(u0, u1) / offered);
+      frameCpus.push(cpuBetween(u0, u1) / frames);
+      perStream.push(frames / p.streams);
+      await sleep(200);
+    }
+    closeAll(readers);
+    result[target] = {
+      deliveriesPerSec: median(rates),
+      framesPerSec: median(frameRates),
+      framesPerStream: median(perStream),
+      p50Ms: percentile(lat, 50),
+      p99Ms: percentile(lat, 99),
+      cpuUsPerDelivery: median(cpus),
+      cpuUsPerFrame: median(frameCpus),
+      complete,
+    };
+    await sleep(500);
+  }
+  return result;
+};
+
+/** 2. resource fan-out: streams × URIs each, stages of open streams, write route and publish bursts. */
+const resources: Scenario = async (
+  ports,
+  targets,
+  p: {
+    streams: number;
+    urisPerStream: number;
+    stages: number[];
+    writeMs: number;
+    concurrency: number;
+    burst: number;
+    seed: number;
+  },
+) => {
+  const result: ScenarioResult = {};
+  const pool = p.streams * p.urisPerStream;
+  const uris = Array.from({ length: pool }, (_, i) => noteUri(i));
+  const filter = (i: number): Filter => ({
+    resourceSubscriptions: uris.slice(i * p.urisPerStream, (i + 1) * p.urisPerStream),
+  });
+  const writeBody = JSON.stringify({ text: 'updated' });
+  const writeHeaders = { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` };
+  for (const target of targets) {
+    const port = ports[target];
+    await prefill(port, uris);
+    const rand = prng(p.seed);
+    const readers: SseReader[] = [];
+    const figures: Figures = {};
+    const xs: number[] = [];
+    const publishCpu: number[] = [];
+    const writeCpu: number[] = [];
+    let complete = true;
+    // Warm the write route's code paths: the first stage must not pay for the JIT.
+    await hammer(port, { durationMs: p.writeMs, concurrency: p.concurrency }, () => ({
+      method: 'PUT',
+      path: `/api/notes/alice/n${Math.floor(rand() * pool)}`,
+      body: writeBody,
+      headers: writeHeaders,
+    }));
+    const hitXs: number[] = [];
+    const hitCpu: number[] = [];
+    for (const stage of p.stages) {
+      if (readers.length < stage) {
+        readers.push(
+          ...(await openMany(port, stage - readers.length, filter, { from: readers.length, capacity: 256 })),
+        );
+        await sleep(300);
+      }
+      const w0 = await usage(port);
+      const writes = await hammer(port, { durationMs: p.writeMs, concurrency: p.concurrency }, () => ({
+        method: 'PUT',
+        path: `/api/notes/alice/n${Math.floor(rand() * pool)}`,
+        body: writeBody,
+        headers: writeHeaders,
+      }));
+      const w1 = await usage(port);
+      figures[`writeRps@${stage}`] = writes.requests / (writes.elapsedMs / 1000);
+      figures[`writeCpuUs@${stage}`] = cpuBetween(w0, w1) / writes.requests;
+      writeCpu.push(cpuBetween(w0, w1) / writes.requests);
+      // Let deliveries of the write phase land before the bursts.
+      await sleep(200);
+      // Matching alone: updates of URIs no stream holds, so nothing is written at any stage.
+      const misses = Array.from({ length: p.burst }, () => noteUri(pool + Math.floor(rand() * pool)));
+      const m0 = await usage(port);
+      await publish(port, { kind: 'resource', count: p.burst, uris: misses });
+      const m1 = await usage(port);
+      xs.push(stage / 1000);
+      publishCpu.push(cpuBetween(m0, m1) / p.burst);
+      figures[`missCpuUs@${stage}`] = cpuBetween(m0, m1) / p.burst;
+      if (stage === 0) continue;
+      // Matching and delivery: updates of random URIs held by exactly one open stream each.
+      const order = Array.from({ length: p.burst }, () => uris[Math.floor(rand() * stage * p.urisPerStream)] as string);
+      const base = readers.map((r) => r.events);
+      const before = sum(readers);
+      const u0 = await usage(port);
+      const t = await publish(port, { kind: 'resource', count: p.burst, uris: order });
+      const ok = await waitFor(() => sum(readers) - before >= p.burst, 60_000);
+      const u1 = await usage(port);
+      complete &&= ok;
+      hitXs.push(stage / 1000);
+      hitCpu.push(cpuBetween(u0, u1) / p.burst);
+      figures[`hitCpuUs@${stage}`] = cpuBetween(u0, u1) / p.burst;
+      if (stage === p.stages[p.stages.length - 1]) {
+        const seen = new Int32Array(readers.length);
+        const lat: number[] = [];
+        let last = 0;
+        for (let k = 0; k < order.length; k++) {
+          const uri = order[k] as string;
+          const s = Math.floor(Number(uri.slice(uri.lastIndexOf('n') + 1)) / p.urisPerStream);
+          const reader = readers[s];
+          if (reader === undefined) continue;
+          const idx = (base[s] as number) + (seen[s] as number);
+          seen[s]!++;
+          if (idx < reader.events && idx < reader.times.length) {
+            const at = reader.times[idx] as number;
+            lat.push(at - (t[k] as number));
+            last = Math.max(last, at);
+          }
+        }
+        figures['deliveredPerSec'] = (sum(readers) - before) / ((last - (t[0] as number)) / 1000);
+        figures['p50Ms'] = percentile(lat, 50);
+        figures['p99Ms'] = percentile(lat, 99);
+      }
+    }
+    figures['hitSlopeUs'] = slope(hitXs, hitCpu);
+    const first = p.stages[0] as number;
+    const lastStage = p.stages[p.stages.length - 1] as number;
+    figures['retention'] = (figures[`writeRps@${lastStage}`] as number) / (figures[`writeRps@${first}`] as number);
+    figures['publishSlopeUs'] = slope(xs, publishCpu);
+    figures['writeSlopeUs'] = slope(xs, writeCpu);
+    figures['complete'] = complete;
+    closeAll(readers);
+    result[target] = figures;
+    await sleep(500);
+  }
+  return result;
+};
+
+/** Reads the last data frame of a captured body as JSON. */
+function lastFrame(text: string): { method?: string; params?: { uri?: string } } | undefined {
+  const at = text.lastIndexOf('\ndata: ');
+  if (at === -1) return undefined;
+  const end = text.indexOf('\n', at + 7);
+  try {
+    return JSON.parse(text.slice(at + 7, end === -1 ? undefined : end)) as { method?: string };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * 3. slow consumer: one stream stops reading while its URI is flooded (memory measured after GC at
+ * each checkpoint of `floods`); healthy streams listen to another URI updated every `every`th event.
+ */
+const slow: Scenario = async (
+  ports,
+  targets,
+  p: { healthy: number; floods: number[]; every: number; chunk: number },
+) => {
+  const result: ScenarioResult = {};
+  const A = noteUri(1_000_000);
+  const B = noteUri(1_000_001);
+  const C = noteUri(1_000_002);
+  const total = p.floods[p.floods.length - 1] as number;
+  for (const target of targets) {
+    const port = ports[target];
+    const healthy = await openMany(port, p.healthy, () => ({ resourceSubscriptions: [B] }), {
+      capacity: Math.ceil(((p.floods[0] as number) + total) / p.every) + 8,
+    });
+    const stuck = await openListen(port, 'slow', { resourceSubscriptions: [A] }, { capture: true });
+    stuck.pause();
+    await sleep(300);
+    // `count` events, every `every`th one an update of B (the healthy streams'), the others of
+    // `other`, published `chunk` at a time; `at(n)` runs after the first n. Returns B's latencies.
+    const phase = async (other: string, count: number, at: (n: number) => Promise<void>): Promise<number[]> => {
+      const pattern = Array.from({ length: p.every }, (_, i) => (i === p.every - 1 ? B : other));
+      const bTimes: number[] = [];
+      const base = healthy.map((r) => r.events);
+      for (let done = 0; done < count;) {
+        const t = await publish(port, { kind: 'resource', count: p.chunk, uris: pattern });
+        for (let k = p.every - 1; k < t.length; k += p.every) bTimes.push(t[k] as number);
+        done += p.chunk;
+        await at(done);
+      }
+      await waitFor(() => healthy.every((r, i) => r.events >= (base[i] as number) + bTimes.length), 60_000);
+      const lat: number[] = [];
+      healthy.forEach((r, i) => latencies(lat, r, base[i] as number, bTimes));
+      return lat;
+    };
+    const baseline = await phase(C, p.floods[0] as number, async () => {});
+    const m0 = await usage(port, true);
+    const figures: Figures = {};
+    const during = await phase(A, total, async (n) => {
+      if (!p.floods.includes(n)) return;
+      const m = await usage(port, true);
+      figures[`growthMb@${n}`] = (m.mem.heapUsed + m.mem.external - (m0.mem.heapUsed + m0.mem.external)) / 1048576;
+      figures[`rssGrowthMb@${n}`] = (m.mem.rss - m0.mem.rss) / 1048576;
+    });
+    const before = stuck.events;
+    const resumedAt = now();
+    stuck.resume();
+    await waitFor(() => now() - Math.max(resumedAt, stuck.lastAt) > 500, 60_000, 20);
+    const received = stuck.events - before;
+    const last = lastFrame(stuck.text);
+    const probeBefore = stuck.events;
+    await publish(port, { kind: 'resource', count: 1, uris: [A] });
+    const open = await waitFor(() => stuck.events > probeBefore, 3000);
+    closeAll([...healthy, stuck]);
+    result[target] = {
+      ...figures,
+      receivedOnResume: received,
+      learnedLatest: last?.method === 'notifications/resources/updated' && last.params?.uri === A,
+      stayedOpen: open,
+      healthyP99BaselineMs: percentile(baseline, 99),
+      healthyP99DuringMs: percentile(during, 99),
+    };
+    await sleep(500);
+  }
+  return result;
+};
+
+/** 4. idle memory: N open streams, heap and RSS per stream after GC. */
+const idle: Scenario = async (ports, targets, p: { streams: number; warmup: number }) => {
+  const result: ScenarioResult = {};
+  const filter = (i: number): Filter => ({ toolsListChanged: true, resourceSubscriptions: [noteUri(i)] });
+  for (const target of targets) {
+    const port = ports[target];
+    // Warm the code paths (lazy modules, JIT) so they are not counted as per-stream memory.
+    closeAll(await openMany(port, p.warmup, filter, { from: 100_000 }));
+    await sleep(500);
+    const m0 = await usage(port, true);
+    const readers = await openMany(port, p.streams, filter);
+    await sleep(500);
+    const m1 = await usage(port, true);
+    closeAll(readers);
+    result[target] = {
+      heapKbPerStream: (m1.mem.heapUsed - m0.mem.heapUsed) / p.streams / 1024,
+      externalKbPerStream: (m1.mem.external - m0.mem.external) / p.streams / 1024,
+      rssKbPerStream: (m1.mem.rss - m0.mem.rss) / p.streams / 1024,
+      counted: m1.streams - m0.streams,
+    };
+    await sleep(500);
+  }
+  return result;
+};
+
+/** 5. open cost: listen with U URIs, one at a time; time to the acknowledgement. */
+const open: Scenario = async (ports, targets, p: { samples: number; warmup: number; uris: number }) => {
+  const result: ScenarioResult = {};
+  const filter: Filter = { resourceSubscriptions: Array.from({ length: p.uris }, (_, i) => noteUri(i)) };
+  for (const target of targets) {
+    const port = ports[target];
+    const times: number[] = [];
+    let honored = 0;
+    for (let i = 0; i < p.warmup + p.samples; i++) {
+      const t0 = now();
+      const reader = await openListen(port, `o${i}`, filter, { capture: i === 0 });
+      if (i >= p.warmup) times.push(reader.ackAt - t0);
+      if (i === 0) {
+        const ack = lastFrame(reader.text) as { params?: { notifications?: Filter } } | undefined;
+        honored = ack?.params?.notifications?.resourceSubscriptions?.length ?? 0;
+      }
+      reader.close();
+    }
+    result[target] = { ackP50Ms: percentile(times, 50), ackP99Ms: percentile(times, 99), honored };
+    await sleep(300);
+  }
+  return result;
+};
+
+/** 6. pass-through: tools/list requests/s, the targets alternating round by round. */
+const passthrough: Scenario = async (
+  ports,
+  targets,
+  p: { rounds: number; durationMs: number; concurrency: number },
+) => {
+  const result: ScenarioResult = {};
+  const rps: Partial<Record<Target, number[]>> = {};
+  const cpu: Partial<Record<Target, number[]>> = {};
+  const statuses: Partial<Record<Target, string>> = {};
+  const make = (n: number) => {
+    const { body, headers } = toolsListRequest(n);
+    return { method: 'POST', path: '/mcp', body, headers };
+  };
+  for (const target of targets) await hammer(ports[target], { durationMs: 300, concurrency: p.concurrency }, make);
+  for (let r = 0; r < p.rounds; r++) {
+    for (const target of r % 2 === 0 ? targets : [...targets].reverse()) {
+      const port = ports[target];
+      const u0 = await usage(port);
+      const run = await hammer(port, { durationMs: p.durationMs, concurrency: p.concurrency }, make);
+      const u1 = await usage(port);
+      (rps[target] ??= []).push(run.requests / (run.elapsedMs / 1000));
+      (cpu[target] ??= []).push(cpuBetween(u0, u1) / Math.max(1, run.requests));
+      statuses[target] = JSON.stringify(run.statuses);
+    }
+  }
+  for (const target of targets) {
+    result[target] = {
+      rps: median(rps[target] ?? []),
+      cpuUsPerRequest: median(cpu[target] ?? []),
+      statuses: statuses[target] ?? '',
+    };
+  }
+  return result;
+};
+
+/** Sends one listen request; resolves with the time to its first frame or its whole error response. */
+function timeListen(port: number, id: string, filter: Filter): Promise<{ ms: number; status: number }> {
+  const body = listenBody(id, filter);
+  return new Promise((resolve, reject) => {
+    const t0 = now();
+    const req = http.request(
+      { host: '127.0.0.1', port, path: '/mcp', method: 'POST', headers: listenHeaders(body), agent: false },
+      (res) => {
+        const status = res.statusCode ?? 0;
+        const finish = (): void => {
+          resolve({ ms: now() - t0, status });
+          req.destroy();
+          res.destroy();
+        };
+        if (status === 200) {
+          let seen = '';
+          res.on('data', (chunk: Buffer) => {
+            seen += chunk.toString();
+            if (seen.includes('\n\n')) finish();
+          });
+        } else {
+          res.resume();
+          res.on('end', finish);
+        }
+      },
+    );
+    req.setTimeout(60_000, () => req.destroy(new Error('timed out')));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** 7. validation: time to the answer of a listen naming 1k / 10k / 50k URIs. */
+const validation: Scenario = async (ports, targets, p: { sizes: number[]; reps: number }) => {
+  const result: ScenarioResult = {};
+  for (const target of targets) {
+    const figures: Figures = {};
+    for (const size of p.sizes) {
+      const filter: Filter = { resourceSubscriptions: Array.from({ length: size }, (_, i) => noteUri(i)) };
+      const times: number[] = [];
+      let status = 0;
+      for (let r = 0; r < p.reps + 1; r++) {
+        const answer = await timeListen(ports[target], `v${size}-${r}`, filter);
+        if (r > 0) times.push(answer.ms);
+        status = answer.status;
+      }
+      figures[`ms@${size}`] = median(times);
+      figures[`status@${size}`] = status;
+    }
+    const small = p.sizes[0] as number;
+    const large = p.sizes[p.sizes.length - 1] as number;
+    figures['perUriGrowth'] = (figures[`ms@${large}`] as number) / large / ((figures[`ms@${small}`] as number) / small);
+    result[target] = figures;
+    await sleep(300);
+  }
+  return result;
+};
+
+/** 8. disconnect: N idle clients hang up at once; open streams the server counts afterwards. */
+const disconnect: Scenario = async (ports, targets, p: { streams: number; checksMs: number[] }) => {
+  const result: ScenarioResult = {};
+  for (const target of targets) {
+    const port = ports[target];
+    const readers = await openMany(port, p.streams, () => ({ toolsListChanged: true }));
+    await sleep(300);
+    const u0 = await usage(port);
+    const t0 = now();
+    closeAll(readers);
+    const figures: Figures = { openBefore: u0.streams };
+    for (const at of p.checksMs) {
+      await sleep(Math.max(0, t0 + at - now()));
+      figures[`openAfter${at}`] = (await usage(port)).streams - (u0.streams - p.streams);
+    }
+    result[target] = figures;
+  }
+  return result;
+};
+
+export const scenarios: Record<string, Scenario> = {
+  fanout,
+  resources,
+  slow,
+  idle,
+  open,
+  passthrough,
+  validation,
+  disconnect,
+};
+
+// Run as the forked load process: one request in, one result out, then exit.
+if (process.send !== undefined) {
+  process.once('message', (message: LoadRequest) => {
+    setTimeout(() => {
+      process.send!({ ok: false, error: `load: ${message.scenario} exceeded ${message.timeoutMs} ms` });
+      process.exit(4);
+    }, message.timeoutMs).unref();
+    const scenario = scenarios[message.scenario];
+    if (scenario === undefined) {
+      process.send!({ ok: false, error: `unknown scenario ${message.scenario}` });
+      process.exit(2);
+    }
+    scenario(message.ports, message.targets, message.params).then(
+      (result) => process.send!({ ok: true, result }, () => process.exit(0)),
+      (error: unknown) =>
+        process.send!(
+          { ok: false, error: error instanceof Error ? (error.stack ?? error.message) : String(error) },
+          () => process.exit(1),
+        ),
+    );
+  });
+}

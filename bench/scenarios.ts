@@ -1,0 +1,330 @@
+/**
+ * The eight scenarios: their parameters (full and quick), what each measures, and the figures the
+ * table shows with their targets. The load generator (`load.ts`) implements them; this file only
+ * describes and judges.
+ */
+import type { Figures, ScenarioResult, Target } from './load.ts';
+
+export const TARGETS: readonly Target[] = ['ours', 'sdk', 'ceiling'];
+
+/** One row of the table. */
+export interface RowSpec {
+  readonly label: string;
+  readonly unit: string;
+  /** Read the figure for one target from its results (default: `figures[key]`). */
+  readonly key?: string;
+  readonly value?: (figures: Figures, all: ScenarioResult) => number | boolean | string | undefined;
+  /** Targets the figure applies to; the others show `n/a`. */
+  readonly only?: readonly Target[];
+  readonly digits?: number;
+  readonly target?: string;
+  /** Whether the target is met, from every target's value of this row. */
+  readonly met?: (
+    values: Partial<Record<Target, number | boolean | string | undefined>>,
+    all: ScenarioResult,
+  ) => boolean | undefined;
+  /** A note for the reader (e.g. what the SDK does not do). */
+  readonly note?: string;
+}
+
+export interface ScenarioSpec {
+  readonly name: string;
+  readonly title: string;
+  readonly full: Record<string, unknown>;
+  readonly quick: Record<string, unknown>;
+  /** Which servers it runs against. */
+  readonly targets: readonly Target[];
+  readonly timeoutMs: number;
+  readonly rows: (params: any) => RowSpec[];
+}
+
+const num = (v: unknown): number => (typeof v === 'number' ? v : Number.NaN);
+const atMost = (factor: number) => (values: Partial<Record<Target, unknown>>) =>
+  Number.isFinite(num(values.ours)) && Number.isFinite(num(values.ceiling))
+    ? num(values.ours) <= factor * num(values.ceiling)
+    : undefined;
+
+export const SCENARIOS: readonly ScenarioSpec[] = [
+  {
+    name: 'fanout',
+    title: 'fan-out: streams on toolsListChanged, events published back to back',
+    full: { streams: 1000, events: 200, rounds: 3 },
+    quick: { streams: 300, events: 50, rounds: 1 },
+    targets: TARGETS,
+    timeoutMs: 240_000,
+    rows: (p) => [
+      {
+        label: `fan-out ${p.streams}×${p.events}: deliveries/s (stream × event, until each stream has the last)`,
+        unit: '/s',
+        key: 'deliveriesPerSec',
+        digits: 0,
+        target: '≥ 0.95× ceiling',
+        met: (v) => (Number.isFinite(num(v.ours)) ? num(v.ours) >= 0.95 * num(v.ceiling) : undefined),
+      },
+      { label: `fan-out: frames received per stream (of ${p.events})`, unit: '', key: 'framesPerStream', digits: 1 },
+      { label: 'fan-out: frames received/s', unit: '/s', key: 'framesPerSec', digits: 0 },
+      { label: 'fan-out: publish→receive p50', unit: 'ms', key: 'p50Ms', digits: 1 },
+      { label: 'fan-out: publish→receive p99', unit: 'ms', key: 'p99Ms', digits: 1 },
+      {
+        label: 'fan-out: server CPU per delivery (stream × event)',
+        unit: 'µs',
+        key: 'cpuUsPerDelivery',
+        digits: 2,
+        target: '≤ 1.0× ceiling',
+        met: atMost(1.0),
+      },
+      { label: 'fan-out: server CPU per frame written', unit: 'µs', key: 'cpuUsPerFrame', digits: 2 },
+      { label: 'fan-out: every stream got the last event', unit: '', key: 'complete' },
+    ],
+  },
+  {
+    name: 'resources',
+    title: 'resource fan-out: streams × URIs each, the write route and publish bursts to random URIs',
+    full: {
+      streams: 2000,
+      urisPerStream: 10,
+      stages: [0, 500, 1000, 2000],
+      writeMs: 3000,
+      concurrency: 8,
+      burst: 4000,
+      seed: 7,
+    },
+    quick: {
+      streams: 400,
+      urisPerStream: 10,
+      stages: [0, 100, 200, 400],
+      writeMs: 500,
+      concurrency: 8,
+      burst: 1000,
+      seed: 7,
+    },
+    targets: TARGETS,
+    timeoutMs: 600_000,
+    rows: (p) => {
+      const stages = p.stages as number[];
+      const max = stages[stages.length - 1] as number;
+      return [
+        ...stages.map((n): RowSpec => ({
+          label: `resources: write route req/s, ${n} streams open`,
+          unit: '/s',
+          key: `writeRps@${n}`,
+          digits: 0,
+        })),
+        ...stages.map((n): RowSpec => ({
+          label: `resources: server CPU per write request, ${n} open`,
+          unit: 'µs',
+          key: `writeCpuUs@${n}`,
+          digits: 0,
+        })),
+        {
+          label: `resources: write route server capacity kept at ${max}×${p.urisPerStream} (by CPU)`,
+          unit: '%',
+          value: (f) => (num(f[`writeCpuUs@${stages[0]}`]) / num(f[`writeCpuUs@${max}`])) * 100,
+          digits: 1,
+          target: '≥ 90%',
+          met: (v) => (Number.isFinite(num(v.ours)) ? num(v.ours) >= 90 : undefined),
+        },
+        {
+          label: `resources: write route throughput kept at ${max}×${p.urisPerStream}`,
+          unit: '%',
+          value: (f) => num(f['retention']) * 100,
+          digits: 1,
+          target: '≥ 90%',
+          met: (v) => (Number.isFinite(num(v.ours)) ? num(v.ours) >= 90 : undefined),
+        },
+        ...stages.map((n): RowSpec => ({
+          label: `resources: server CPU per update nobody holds, ${n} open`,
+          unit: 'µs',
+          key: `missCpuUs@${n}`,
+          digits: 1,
+        })),
+        {
+          label: 'resources: matching slope (CPU per update per 1,000 streams)',
+          unit: 'µs',
+          key: 'publishSlopeUs',
+          digits: 2,
+          target: '≤ 5 µs',
+          met: (v) => (Number.isFinite(num(v.ours)) ? num(v.ours) <= 5 : undefined),
+        },
+        ...stages.slice(1).map((n): RowSpec => ({
+          label: `resources: server CPU per update one stream holds, ${n} open`,
+          unit: 'µs',
+          key: `hitCpuUs@${n}`,
+          digits: 1,
+        })),
+        { label: 'resources: slope of the latter per 1,000 streams', unit: 'µs', key: 'hitSlopeUs', digits: 2 },
+        { label: 'resources: write route CPU slope per 1,000 streams', unit: 'µs', key: 'writeSlopeUs', digits: 1 },
+        { label: `resources: delivered/s at ${max} streams`, unit: '/s', key: 'deliveredPerSec', digits: 0 },
+        { label: 'resources: publish→receive p50', unit: 'ms', key: 'p50Ms', digits: 2 },
+        { label: 'resources: publish→receive p99', unit: 'ms', key: 'p99Ms', digits: 2 },
+      ];
+    },
+  },
+  {
+    name: 'slow',
+    title: 'slow consumer: one stream stops reading while its URI is flooded; healthy streams on another URI',
+    full: { healthy: 100, floods: [20000, 100000], every: 100, chunk: 1000 },
+    quick: { healthy: 50, floods: [20000, 40000], every: 100, chunk: 1000 },
+    targets: TARGETS,
+    timeoutMs: 300_000,
+    rows: (p) => [
+      ...(p.floods as number[]).map((n, i): RowSpec => ({
+        label: `slow consumer: server heap+external growth after GC, ${n} updates`,
+        unit: 'MB',
+        key: `growthMb@${n}`,
+        digits: 2,
+        ...(i === 0
+          ? {}
+          : { target: '≤ 1 MB', met: (v) => (Number.isFinite(num(v.ours)) ? num(v.ours) <= 1 : undefined) }),
+      })),
+      ...(p.floods as number[]).map((n): RowSpec => ({
+        label: `slow consumer: RSS growth, ${n} updates`,
+        unit: 'MB',
+        key: `rssGrowthMb@${n}`,
+        digits: 1,
+      })),
+      { label: 'slow consumer: frames received on resume', unit: '', key: 'receivedOnResume', digits: 0 },
+      {
+        label: 'slow consumer: last frame on resume is the latest update',
+        unit: '',
+        key: 'learnedLatest',
+        target: 'yes',
+        met: (v) => v.ours === true,
+      },
+      {
+        label: 'slow consumer: stream still open afterwards',
+        unit: '',
+        key: 'stayedOpen',
+        target: 'yes',
+        met: (v) => v.ours === true,
+      },
+      {
+        label: `slow consumer: ${p.healthy} healthy streams' p99, before`,
+        unit: 'ms',
+        key: 'healthyP99BaselineMs',
+        digits: 2,
+      },
+      {
+        label: "slow consumer: healthy streams' p99, meanwhile",
+        unit: 'ms',
+        key: 'healthyP99DuringMs',
+        digits: 2,
+        target: '≤ 1.5× before, or +1 ms',
+        met: (_v, all) => {
+          const before = num(all.ours?.['healthyP99BaselineMs']);
+          const during = num(all.ours?.['healthyP99DuringMs']);
+          return Number.isFinite(during) ? during <= Math.max(1.5 * before, before + 1) : undefined;
+        },
+      },
+    ],
+  },
+  {
+    name: 'idle',
+    title: 'idle memory: open streams (toolsListChanged + 1 URI each), heap and RSS per stream after GC',
+    full: { streams: 2000, warmup: 50 },
+    quick: { streams: 500, warmup: 20 },
+    targets: TARGETS,
+    timeoutMs: 180_000,
+    rows: (p) => [
+      {
+        label: `idle: heap per open stream (${p.streams} open)`,
+        unit: 'KB',
+        key: 'heapKbPerStream',
+        digits: 2,
+        target: '≤ 1.0× ceiling',
+        met: atMost(1.0),
+      },
+      { label: 'idle: external memory per open stream', unit: 'KB', key: 'externalKbPerStream', digits: 2 },
+      { label: 'idle: RSS per open stream', unit: 'KB', key: 'rssKbPerStream', digits: 1 },
+    ],
+  },
+  {
+    name: 'open',
+    title: 'open cost: listen naming 1,000 URIs, each through the read check and subscribe hook, one at a time',
+    full: { samples: 200, warmup: 20, uris: 1000 },
+    quick: { samples: 40, warmup: 10, uris: 1000 },
+    targets: TARGETS,
+    timeoutMs: 180_000,
+    rows: (p) => [
+      {
+        label: `open ${p.uris} URIs: time to ack p50`,
+        unit: 'ms',
+        key: 'ackP50Ms',
+        digits: 2,
+        target: '≤ 1.0× ceiling',
+        met: atMost(1.0),
+        note: 'the SDK runs no read check or subscribe hook',
+      },
+      { label: 'open: time to ack p99', unit: 'ms', key: 'ackP99Ms', digits: 2 },
+      { label: 'open: URIs honoured in the ack', unit: '', key: 'honored', digits: 0 },
+    ],
+  },
+  {
+    name: 'passthrough',
+    title: 'pass-through: tools/list requests/s through the host app, with and without the middleware (the SDK build)',
+    full: { rounds: 6, durationMs: 2000, concurrency: 8 },
+    quick: { rounds: 2, durationMs: 700, concurrency: 8 },
+    targets: ['ours', 'sdk'],
+    timeoutMs: 180_000,
+    rows: () => [
+      { label: 'pass-through: tools/list req/s', unit: '/s', key: 'rps', digits: 0, only: ['ours', 'sdk'] },
+      {
+        label: 'pass-through: server CPU per request',
+        unit: 'µs',
+        key: 'cpuUsPerRequest',
+        digits: 0,
+        only: ['ours', 'sdk'],
+      },
+      {
+        label: 'pass-through: overhead of the middleware',
+        unit: '%',
+        value: (f, all) => (1 - num(f['rps']) / num(all.sdk?.['rps'])) * 100,
+        only: ['ours'],
+        digits: 1,
+        target: '≤ 3%',
+        met: (v) => (Number.isFinite(num(v.ours)) ? num(v.ours) <= 3 : undefined),
+      },
+    ],
+  },
+  {
+    name: 'validation',
+    title: 'validation: a listen naming 1k / 10k / 50k URIs, time to its answer (ack or error)',
+    full: { sizes: [1000, 10000, 50000], reps: 5 },
+    quick: { sizes: [1000, 10000, 50000], reps: 2 },
+    targets: TARGETS,
+    timeoutMs: 180_000,
+    rows: (p) => [
+      ...(p.sizes as number[]).map((n): RowSpec => ({
+        label: `validation: ${n} URIs, time to answer (HTTP status)`,
+        unit: 'ms',
+        value: (f) => `${num(f[`ms@${n}`]).toFixed(2)} (${String(f[`status@${n}`])})`,
+      })),
+      {
+        label: 'validation: per-URI cost at the largest vs the smallest size',
+        unit: '×',
+        key: 'perUriGrowth',
+        digits: 2,
+        target: '≤ 2× (linear or better)',
+        met: (v) => (Number.isFinite(num(v.ours)) ? num(v.ours) <= 2 : undefined),
+      },
+    ],
+  },
+  {
+    name: 'disconnect',
+    title: 'disconnect: idle clients hang up at once; streams the server still counts afterwards',
+    full: { streams: 1000, checksMs: [1000, 5000] },
+    quick: { streams: 300, checksMs: [1000, 2000] },
+    targets: TARGETS,
+    timeoutMs: 120_000,
+    rows: (p) => {
+      const checks = p.checksMs as number[];
+      return checks.map((at, i): RowSpec => ({
+        label: `disconnect: of ${p.streams} hung up, still counted after ${at / 1000} s`,
+        unit: '',
+        key: `openAfter${at}`,
+        digits: 0,
+        ...(i === 0 ? { target: '0', met: (v) => (typeof v.ours === 'number' ? v.ours === 0 : undefined) } : {}),
+      }));
+    },
+  },
+];
