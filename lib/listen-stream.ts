@@ -1,6 +1,6 @@
 /**
- * One listen response: SSE headers, the acknowledgement, events written one at a time under socket
- * backpressure, keepalives, and exactly-once teardown. The only writer of SSE bytes.
+ * One listen response: SSE headers, the acknowledgement, events batched per tick and written under
+ * socket backpressure, keepalives, and exactly-once teardown. The only writer of SSE bytes.
  */
 import type { NotificationFilter, RequestId } from './events.ts';
 import { KEEPALIVE_FRAME, SSE_HEADERS, type SplitFrame } from './sse.ts';
@@ -57,8 +57,6 @@ export interface StreamInit {
   readonly overflow: OverflowPolicy;
   /** How long a graceful end may wait for a client that does not read before cutting it off. */
   readonly endTimeoutMs: number;
-  /** The acknowledgement frame, written first. */
-  readonly ackFrame: string;
   /** The terminal result frame, written on a graceful end. */
   readonly resultFrame: string;
   readonly counters: StreamCounters;
@@ -70,6 +68,9 @@ export interface StreamInit {
 
 /** What happened to one event offered to a stream. */
 export type DeliverOutcome = 'written' | QueueOutcome | 'closed';
+
+/** A tick's batch is written early once it reaches this many characters (16 KiB, a socket's high-water mark). */
+const PENDING_FLUSH_CHARS = 16_384;
 
 const OPEN = 0;
 const ENDING = 1;
@@ -93,6 +94,8 @@ export class ListenStream {
   private keepAlive: NodeJS.Timeout | undefined;
   private endTimer: NodeJS.Timeout | undefined;
   private endRequested = false;
+  /** Frames delivered during the current tick, written as one `write()` at its end. */
+  private pending = '';
   private keepQueueOnEnd = false;
   private finished: Promise<void> | undefined;
   private resolveFinished: (() => void) | undefined;
@@ -119,12 +122,13 @@ export class ListenStream {
   /**
    * Writes the headers and the acknowledgement, and starts watching the connection. The hub registers
    * the stream only after this returns: the ack must be on the wire before any event may follow it.
+   * The ack is a parameter, not kept: with a thousand URIs it is large, and it is written once.
    */
-  open(): void {
+  open(ackFrame: string): void {
     this.res.socket?.setNoDelay?.(true);
     this.res.writeHead(200, { ...SSE_HEADERS });
     this.res.on('close', this.onResponseClose);
-    this.write(this.init.ackFrame);
+    this.write(ackFrame);
     if (this.init.keepAliveMs !== false) {
       this.keepAlive = setInterval(this.onKeepAlive, this.init.keepAliveMs);
       this.keepAlive.unref();
@@ -137,7 +141,12 @@ export class ListenStream {
     const text = frame.head + this.idJson + frame.tail;
     if (!this.blocked) {
       this.init.counters.written++;
-      this.write(text);
+      // A burst of publishes in one tick becomes one write per stream at the end of the tick: each
+      // ServerResponse.write() is costly (chunk framing, corking), a string append is not. The bound
+      // keeps the batch within a socket's high-water mark, so backpressure still sees every byte.
+      if (this.pending === '') queueMicrotask(this.flushPending);
+      this.pending += text;
+      if (this.pending.length >= PENDING_FLUSH_CHARS) this.flushPending();
       return 'written';
     }
     this.queue ??= new StreamQueue(this.init.maxBuffer, this.init.overflow);
@@ -176,8 +185,9 @@ export class ListenStream {
     this.keepQueueOnEnd = keepQueue;
     if (!keepQueue && this.queue !== undefined) this.init.counters.dropped += this.queue.clear();
     this.init.onClose(this, reason);
-    if (!this.blocked) this.flush();
-    else if (timeoutMs > 0) {
+    this.flush();
+    // Still blocked (before, or by the batch just written): wait for drain, within bounds.
+    if (this.blocked && this.state === ENDING && timeoutMs > 0) {
       this.endTimer = setTimeout(() => {
         this.init.counters.cutOff++;
         this.teardown();
@@ -204,7 +214,17 @@ export class ListenStream {
     }
   }
 
+  private readonly flushPending = (): void => {
+    const text = this.pending;
+    if (text === '') return;
+    this.pending = '';
+    if (this.state !== CLOSED) this.write(text);
+  };
+
   private flush(): void {
+    // Frames batched in this tick precede anything queued later (the queue only fills while blocked,
+    // and a batch only grows while not).
+    if (!this.blocked) this.flushPending();
     const queue = this.queue;
     // 64 frames per write: fewer syscalls than one per frame, without building one huge string.
     while (!this.blocked && queue !== undefined && queue.size > 0 && (this.state === OPEN || this.keepQueueOnEnd)) {
@@ -224,7 +244,8 @@ export class ListenStream {
   };
 
   private readonly onKeepAlive = (): void => {
-    if (!this.blocked && this.state === OPEN) this.write(KEEPALIVE_FRAME);
+    // A batch about to be written keeps the connection alive anyway; a keepalive must not overtake it.
+    if (!this.blocked && this.state === OPEN && this.pending === '') this.write(KEEPALIVE_FRAME);
   };
 
   private readonly onResponseClose = (): void => {
@@ -245,6 +266,7 @@ export class ListenStream {
     if (this.endTimer !== undefined) clearTimeout(this.endTimer);
     this.queue?.clear();
     this.queue = undefined;
+    this.pending = '';
     this.res.removeListener('close', this.onResponseClose);
     this.res.removeListener('drain', this.onDrain);
     if (!this.res.writableEnded && !this.res.destroyed) this.res.destroy();

@@ -60,7 +60,7 @@ export type ResolvedHubOptions = Readonly<Required<SubscriptionHubOptions>>;
 export interface PublishReport {
   /** Streams whose honoured filter wanted the event. */
   matched: number;
-  /** Streams it was written to at once. */
+  /** Streams that took it for writing at the end of this tick (not queued behind a slow socket). */
   written: number;
   /** Streams that queued it behind a slow socket. */
   queued: number;
@@ -90,7 +90,7 @@ export interface HubStats {
   queued: number;
   /** Events delivered to this node's streams (published here or received from the bus). */
   published: number;
-  /** Frames written to sockets. */
+  /** Frames handed to sockets (batched per tick; a stream cancelled in the same tick discards its batch). */
   written: number;
   coalesced: number;
   dropped: number;
@@ -419,13 +419,12 @@ export class SubscriptionHub {
       maxBuffer: this.options.maxBuffer,
       overflow: this.options.overflow,
       endTimeoutMs: this.options.completeTimeoutMs,
-      ackFrame: init.ackFrame,
       resultFrame: init.resultFrame,
       counters: this.counters,
       onClose: this.onStreamClose,
       onOverflow: this.onStreamOverflow,
     });
-    stream.open();
+    stream.open(init.ackFrame);
     this.opened++;
     const empty =
       filter.toolsListChanged !== true &&

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import diagnostics from 'node:diagnostics_channel';
 import { test } from 'node:test';
 import { createListenHandler, DiagnosticsChannel, SubscriptionHub } from 'mcp-subscriptions';
-import { FakeResponse, recordingLogger } from './helpers/fake-response.ts';
+import { FakeResponse, recordingLogger, settle } from './helpers/fake-response.ts';
 import { listenBody, listenHeaders } from './helpers/sse.ts';
 
 const SECRETS = [
@@ -66,6 +66,7 @@ test('every channel fires, and no payload names a URI or a task id', async (t) =
   });
 
   hub.resourceUpdated(SECRETS[0]!);
+  await settle(); // a tick's events reach a stream as one write, at the end of the tick
   res.accept = false;
   hub.taskStatus(
     {
@@ -77,6 +78,7 @@ test('every channel fires, and no payload names a URI or a task id', async (t) =
     },
     'alice',
   );
+  await settle(); // this tick's batch (the task status) is written now, and fills the socket
   hub.resourceUpdated(SECRETS[0]!); // queued (the socket is full)
   hub.toolsListChanged(); // overflows the one-slot queue
   res.clientClose();

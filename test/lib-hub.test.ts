@@ -79,6 +79,7 @@ describe('fan-out', () => {
     assert.deepEqual(hub.toolsListChanged(), report({ matched: 2, written: 2 }));
     assert.deepEqual(hub.promptsListChanged(), report({ matched: 2, written: 2 }));
     assert.deepEqual(hub.resourcesListChanged(), report({ matched: 1, written: 1 }));
+    await settle(); // a tick's events reach a stream as one write, at the end of the tick
 
     assert.deepEqual(delivered(tools), ['notifications/tools/list_changed']);
     assert.deepEqual(delivered(prompts), ['notifications/prompts/list_changed']);
@@ -106,6 +107,7 @@ describe('fan-out', () => {
     assert.deepEqual(hub.resourceUpdated('note://nobody'), report({}));
     // A list change is not a resource update.
     assert.deepEqual(hub.toolsListChanged(), report({}));
+    await settle(); // a tick's events reach a stream as one write, at the end of the tick
 
     assert.deepEqual(delivered(a), [
       'notifications/resources/updated note://x',
@@ -147,6 +149,7 @@ describe('fan-out', () => {
 
     const state = task('t1', 'completed', { statusMessage: 'done', result: { content: [] } });
     assert.deepEqual(hub.taskStatus(state, 'alice'), report({ matched: 1, written: 1 }));
+    await settle(); // a tick's events reach a stream as one write, at the end of the tick
     assert.equal(bob.messages().length, 0);
     assert.equal(aliceOther.messages().length, 0);
     const [message] = alice.messages();
@@ -173,6 +176,7 @@ describe('fan-out', () => {
       { kind: 'resource_updated', uri: 'note://a', secret: 'not for the wire' },
     ] as SubscriptionEvent[];
     for (const event of sdkEvents) assert.equal(hub.publish(event).written, 1);
+    await settle(); // a tick's events reach a stream as one write, at the end of the tick
     assert.deepEqual(delivered(res), [
       'notifications/tools/list_changed',
       'notifications/prompts/list_changed',
@@ -395,9 +399,11 @@ describe('overflow during fan-out', () => {
     openStream(hub, alsoFast, { id: 'also', filter: { resourceSubscriptions: ['note://2'] } });
     slow.accept = false;
     assert.deepEqual(hub.resourceUpdated('note://1'), report({ matched: 2, written: 2 }));
+    await settle(); // the tick's batch is written now, and fills slow's socket
     assert.deepEqual(hub.resourceUpdated('note://2'), report({ matched: 3, written: 2, queued: 1 }));
     assert.deepEqual(hub.resourceUpdated('note://1'), report({ matched: 2, written: 1, dropped: 1, closed: 1 }));
     assert.deepEqual(hub.resourceUpdated('note://2'), report({ matched: 2, written: 2 }));
+    await settle();
     assert.equal(delivered(fast).length, 4);
     assert.equal(delivered(alsoFast).length, 2);
     assert.equal(hub.stats().openStreams, 2);
@@ -436,6 +442,7 @@ describe('listeners and the bus', () => {
     openStream(hub, res, { filter: { toolsListChanged: true, resourceSubscriptions: ['note://a'] } });
     handler.notify.toolsChanged();
     handler.notify.resourceUpdated('note://a');
+    await settle(); // a tick's events reach a stream as one write, at the end of the tick
     assert.deepEqual(delivered(res), ['notifications/tools/list_changed', 'notifications/resources/updated note://a']);
 
     const sdkSeen: unknown[] = [];
@@ -469,6 +476,7 @@ describe('listeners and the bus', () => {
     a.subscribe((event) => seenByA.push(event));
 
     assert.deepEqual(a.resourceUpdated('note://x'), report({ matched: 1, written: 1 }));
+    await settle(); // a tick's events reach a stream as one write, at the end of the tick
     assert.deepEqual(delivered(onA), ['notifications/resources/updated note://x']);
     assert.deepEqual(delivered(onB), ['notifications/resources/updated note://x']);
     assert.equal(seenByA.length, 1);

@@ -173,6 +173,7 @@ describe('exact bytes on the wire', () => {
       error: { code: -32603, message: 'boom' },
     };
     hub.taskStatus(state, 'alice');
+    await settle(); // a tick's events reach a stream as one write, at the end of the tick
     const frames = res.text.split('\n\n');
     const frame = frames[1]!;
     assert.equal(frame.split('\n').length, 2, JSON.stringify(frame));

@@ -210,6 +210,8 @@ export function mcpSubscriptions(options: McpSubscriptionsOptions): McpSubscript
     // Listen is ours to the end: drop the body from the request, which the response (and so the
     // open stream) references, so a large filter is not pinned for the stream's lifetime.
     req.body = undefined;
+    // Express's router continuation closes over its whole routing state; listen never calls it.
+    (req as Request & { next?: unknown }).next = undefined;
     await handler.handle(
       {
         ...(body !== undefined ? { body } : rawBody !== undefined ? { rawBody } : { body: undefined }),
