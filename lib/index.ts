@@ -64,3 +64,5 @@ export type { HeaderBag, ListenRequest, ParseOptions } from './protocol.ts';
 export { OVERFLOW_POLICIES } from './stream-queue.ts';
 export type { OverflowPolicy } from './stream-queue.ts';
 export { SSE_HEADERS, KEEPALIVE_FRAME } from './sse.ts';
+export { bodyTooLarge, bodyWasParsed, defaultPrincipal, leaveParsedBody, readRequestBody } from './node-request.ts';
+export type { NodeRequest } from './node-request.ts';

@@ -2,11 +2,14 @@
  * `mcp-subscriptions/express`: mounts `subscriptions/listen` on an Express app's MCP route, in front
  * of whatever serves the rest of MCP. Works with Express 4 and 5.
  */
-import type { IncomingMessage } from 'node:http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import {
   CANCELLED_METHOD,
+  bodyWasParsed,
   createListenHandler,
+  defaultPrincipal as principalOf,
+  leaveParsedBody,
+  readRequestBody,
   ErrorCode,
   hasErrorCode,
   isJsonContentType,
@@ -43,68 +46,9 @@ export type McpSubscriptionsMiddleware = RequestHandler & { readonly handler: Li
 
 const ANONYMOUS = 'anonymous';
 
-function stringField(value: unknown, ...names: string[]): string | undefined {
-  if (typeof value !== 'object' || value === null) return undefined;
-  for (const name of names) {
-    const field = (value as Record<string, unknown>)[name];
-    if (typeof field === 'string' && field !== '') return field;
-  }
-  return undefined;
-}
-
 /** The default principal: `req.auth` (the SDK's bearer auth), else `req.user` (Passport and friends). */
 export function defaultPrincipal(req: Request): string | undefined {
-  const { auth, user } = req as Request & { auth?: unknown; user?: unknown };
-  if (auth !== undefined && auth !== null) {
-    return stringField((auth as { extra?: unknown }).extra, 'sub', 'principal') ?? stringField(auth, 'clientId');
-  }
-  if (typeof user === 'string' && user !== '') return user;
-  return stringField(user, 'id', 'sub', 'username');
-}
-
-function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const declared = Number(req.headers['content-length']);
-    if (declared > limit) {
-      reject(tooLarge(limit));
-      return;
-    }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const cleanup = (): void => {
-      req.removeListener('data', onData);
-      req.removeListener('end', onEnd);
-      req.removeListener('error', onError);
-    };
-    const onData = (chunk: Buffer): void => {
-      size += chunk.length;
-      if (size > limit) {
-        cleanup();
-        req.resume();
-        reject(tooLarge(limit));
-        return;
-      }
-      chunks.push(chunk);
-    };
-    const onEnd = (): void => {
-      cleanup();
-      resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size));
-    };
-    const onError = (error: Error): void => {
-      cleanup();
-      reject(error);
-    };
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', onError);
-  });
-}
-
-function tooLarge(limit: number): ProtocolError {
-  return new ProtocolError(RpcErrorCode.InvalidRequest, `Request body exceeds ${limit} bytes`, {
-    httpStatus: 413,
-    headers: { Connection: 'close' },
-  });
+  return principalOf(req as Request & { auth?: unknown; user?: unknown });
 }
 
 function parseError(): ProtocolError {
@@ -148,7 +92,7 @@ export function mcpSubscriptions(options: McpSubscriptionsOptions): McpSubscript
     const headerMethod = headerValue(req.headers['mcp-method']);
     // A body parser ran when the stream has been consumed (Express 5) or `_body` is set (Express 4).
     // `req.body` alone says nothing: Express 4's parsers set `{}` even for a Content-Type they skip.
-    const parsedBefore = req.readableEnded || (req as Request & { _body?: boolean })._body === true;
+    const parsedBefore = bodyWasParsed(req);
     let body: unknown = parsedBefore ? req.body : undefined;
     let rawBody: Buffer | string | undefined;
     if (Buffer.isBuffer(body) || typeof body === 'string') {
@@ -162,7 +106,7 @@ export function mcpSubscriptions(options: McpSubscriptionsOptions): McpSubscript
         return;
       }
       try {
-        rawBody = await readBody(req, maxBodyBytes);
+        rawBody = await readRequestBody(req, maxBodyBytes);
       } catch (error) {
         if (hasErrorCode(error, ErrorCode.Protocol)) writeProtocolError(res, error as ProtocolError);
         else next(error);
@@ -188,8 +132,7 @@ export function mcpSubscriptions(options: McpSubscriptionsOptions): McpSubscript
       if (!parsedBefore && body !== undefined) {
         // Leave the body where express.json() would have: Express 4's parser skips a request whose
         // `_body` is set, Express 5's one whose stream has ended; both keep `req.body`.
-        req.body = body;
-        (req as Request & { _body?: boolean })._body = true;
+        leaveParsedBody(req, body);
       }
       next();
       return;
@@ -201,8 +144,7 @@ export function mcpSubscriptions(options: McpSubscriptionsOptions): McpSubscript
         return;
       }
       if (!parsedBefore) {
-        req.body = body;
-        (req as Request & { _body?: boolean })._body = true;
+        leaveParsedBody(req, body);
       }
       next();
       return;

@@ -25,7 +25,6 @@ export type {
   McpSubscriptionsRouteOptions,
   McpTaskAccessCheck,
 } from './mcp-subscriptions.interfaces.ts';
-export { defaultPrincipal } from './default-principal.ts';
 export { fromHub, publishTo } from './hub-events.ts';
 // The hub is the engine's class: re-exported so one import names the module and the token to inject.
-export { SubscriptionHub } from '../../lib/index.ts';
+export { defaultPrincipal, SubscriptionHub } from '../../lib/index.ts';

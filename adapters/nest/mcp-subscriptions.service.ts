@@ -22,6 +22,10 @@ import {
   LISTEN_METHOD,
   OptionsError,
   ProtocolError,
+  bodyWasParsed,
+  defaultPrincipal,
+  leaveParsedBody,
+  readRequestBody,
   routeOf,
   RpcErrorCode,
   SubscriptionHub,
@@ -29,13 +33,11 @@ import {
   type ListenHandler,
   type ResourceCheck,
 } from '../../lib/index.ts';
-import { defaultPrincipal } from './default-principal.ts';
 import type { McpReadContext } from './mcp-subscriptions.controller.ts';
 import { MCP_SUBSCRIPTIONS_OPTIONS, MCP_SUBSCRIPTIONS_READ_CONTEXT } from './mcp-subscriptions.constants.ts';
 import type { McpCheckContext, McpRequest, McpSubscriptionsOptions } from './mcp-subscriptions.interfaces.ts';
 import { checkModuleOptions, hookSource, type HookSource } from './mcp-subscriptions.options.ts';
 import { detachedResponse, envelopeOf, readRequest, type ListenEnvelope } from './read-probe.ts';
-import { leaveBody, parsedBefore, parseJsonOrUndefined, readBody } from './request-body.ts';
 import { placeListenRoute } from './route-order.ts';
 
 const ANONYMOUS = 'anonymous';
@@ -164,7 +166,7 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
    */
   async serve(req: McpRequest, res: ServerResponse, next: Next): Promise<void> {
     const headerMethod = headerValue(req.headers['mcp-method']);
-    const before = parsedBefore(req);
+    const before = bodyWasParsed(req);
     // Fast path: a request whose Mcp-Method names another method is not ours. Its body is read here
     // only when no body parser ran, so that the next route's guards see it as they would behind one.
     if (before && headerMethod !== undefined && headerMethod !== LISTEN_METHOD && headerMethod !== CANCELLED_METHOD) {
@@ -184,7 +186,7 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
         return;
       }
       try {
-        rawBody = await readBody(req, this.maxBodyBytes);
+        rawBody = await readRequestBody(req, this.maxBodyBytes);
       } catch (error) {
         if (hasErrorCode(error, ErrorCode.Protocol)) {
           writeProtocolError(res, error as ProtocolError);
@@ -205,7 +207,7 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
 
     const route = routeOf(body, req.headers);
     if (route === 'other') {
-      if (!before) leaveBody(req, body);
+      if (!before) leaveParsedBody(req, body);
       next();
       return;
     }
@@ -215,7 +217,7 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
         res.writeHead(202).end();
         return;
       }
-      if (!before) leaveBody(req, body);
+      if (!before) leaveParsedBody(req, body);
       next();
       return;
     }
@@ -296,5 +298,14 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
           'instead (with @rekog/mcp-nest: a controller extending McpHttpControllerFor(transport)).',
       );
     }
+  }
+}
+
+/** Bytes as JSON; `undefined` when they are not JSON. */
+function parseJsonOrUndefined(raw: Buffer | string): unknown {
+  try {
+    return JSON.parse(raw.toString()) as unknown;
+  } catch {
+    return undefined;
   }
 }
