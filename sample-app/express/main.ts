@@ -5,34 +5,10 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { ConfigError, loadConfig, type SampleConfig } from '../shared/config.ts';
+import { fail, IDLE_SWEEP_MS, mcpUrlOf, readConfigOrExit, SHUTDOWN_DEADLINE_MS } from '../shared/process.ts';
 import { createApp } from './app.ts';
 
-/** The contract allows 5 s from the signal to exit; this leaves a margin for the process to end. */
-const SHUTDOWN_DEADLINE_MS = 4000;
-/** How often idle keep-alive sockets are swept while the server drains. */
-const IDLE_SWEEP_MS = 50;
-
-function fail(message: string): never {
-  console.error(message);
-  process.exit(1);
-}
-
-function readConfig(): SampleConfig {
-  try {
-    return loadConfig(process.env);
-  } catch (error) {
-    if (error instanceof ConfigError) fail(`Invalid configuration: ${error.message}`);
-    throw error;
-  }
-}
-
-function urlOf(address: AddressInfo): string {
-  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-  return `http://${host}:${address.port}/mcp`;
-}
-
-const config = readConfig();
+const config = readConfigOrExit();
 const { app, close } = createApp(config);
 const server = createServer(app);
 
@@ -40,7 +16,7 @@ server.once('error', (error: NodeJS.ErrnoException) => {
   fail(`Cannot listen on ${config.host}:${config.port}: ${error.code ?? error.message}`);
 });
 server.listen(config.port, config.host, () => {
-  console.log(`listening on ${urlOf(server.address() as AddressInfo)}`);
+  console.log(`listening on ${mcpUrlOf(server.address() as AddressInfo)}`);
 });
 
 let shuttingDown = false;

@@ -10,13 +10,8 @@ import type { AddressInfo } from 'node:net';
 import { ConsoleLogger, type LogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
-import { ConfigError, loadConfig, type SampleConfig } from '../shared/config.ts';
+import { fail, IDLE_SWEEP_MS, mcpUrlOf, readConfigOrExit, SHUTDOWN_DEADLINE_MS } from '../shared/process.ts';
 import { AppModule } from './app.module.ts';
-
-/** The contract allows 5 s from the signal to exit; this leaves a margin for the process to end. */
-const SHUTDOWN_DEADLINE_MS = 4000;
-/** How often idle keep-alive sockets are swept while the server drains. */
-const IDLE_SWEEP_MS = 50;
 
 /** Nest's console logger, on stderr only: stdout carries the one `listening on` line. */
 class StderrLogger extends ConsoleLogger {
@@ -30,26 +25,7 @@ class StderrLogger extends ConsoleLogger {
   }
 }
 
-function fail(message: string): never {
-  console.error(message);
-  process.exit(1);
-}
-
-function readConfig(): SampleConfig {
-  try {
-    return loadConfig(process.env);
-  } catch (error) {
-    if (error instanceof ConfigError) fail(`Invalid configuration: ${error.message}`);
-    throw error;
-  }
-}
-
-function urlOf(address: AddressInfo): string {
-  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-  return `http://${host}:${address.port}/mcp`;
-}
-
-const config = readConfig();
+const config = readConfigOrExit();
 const app = await NestFactory.create<NestExpressApplication>(AppModule.register(config), {
   // The MCP path is parsed after the guards (by the listen route); the REST routes have their own parser.
   bodyParser: false,
@@ -63,7 +39,7 @@ try {
   fail(`Cannot listen on ${config.host}:${config.port}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`);
 }
 const server: Server = app.getHttpServer();
-console.log(`listening on ${urlOf(server.address() as AddressInfo)}`);
+console.log(`listening on ${mcpUrlOf(server.address() as AddressInfo)}`);
 
 let shuttingDown = false;
 
