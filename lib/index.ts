@@ -64,5 +64,12 @@ export type { HeaderBag, ListenRequest, ParseOptions } from './protocol.ts';
 export { OVERFLOW_POLICIES } from './stream-queue.ts';
 export type { OverflowPolicy } from './stream-queue.ts';
 export { SSE_HEADERS, KEEPALIVE_FRAME } from './sse.ts';
-export { bodyTooLarge, bodyWasParsed, defaultPrincipal, leaveParsedBody, readRequestBody } from './node-request.ts';
-export type { NodeRequest } from './node-request.ts';
+export {
+  bodyTooLarge,
+  bodyWasParsed,
+  defaultPrincipal,
+  leaveParsedBody,
+  readRequestBody,
+  serveNodeRequest,
+} from './node-request.ts';
+export type { NodeRequest, NodeServeOptions } from './node-request.ts';

@@ -4,7 +4,10 @@
  * ran. Framework-free: it relies only on Node's request and on body-parser's public conventions.
  */
 import type { IncomingMessage } from 'node:http';
-import { ProtocolError, RpcErrorCode } from './errors.ts';
+import { ErrorCode, hasErrorCode, ProtocolError, RpcErrorCode } from './errors.ts';
+import { isJsonContentType, routeOf, writeProtocolError, type ListenHandler } from './listen.ts';
+import type { StreamResponse } from './listen-stream.ts';
+import { LISTEN_METHOD } from './protocol.ts';
 
 /** A Node request as the adapters see it: maybe authenticated, maybe with a parsed body. */
 export type NodeRequest = IncomingMessage & { auth?: unknown; user?: unknown; body?: unknown; _body?: boolean };
@@ -92,4 +95,96 @@ export function readRequestBody(req: IncomingMessage, limit: number): Promise<Bu
     req.on('end', onEnd);
     req.on('error', onError);
   });
+}
+
+/** How {@link serveNodeRequest} reads and routes a request. */
+export interface NodeServeOptions<Req extends NodeRequest> {
+  /** The engine. */
+  readonly handler: ListenHandler<Req>;
+  /** The caller's principal; `undefined` serves the caller as `anonymous`. */
+  readonly principalOf: (req: Req) => string | undefined;
+  /** Largest body read when no body parser ran; a larger one is answered 413. */
+  readonly maxBodyBytes: number;
+  /** Called once a listen request is ours, right before the engine serves it. */
+  readonly onListen?: (req: Req, body: unknown) => void;
+}
+
+const ANONYMOUS = 'anonymous';
+
+function headerValue(value: string | readonly string[] | undefined): string | undefined {
+  return typeof value === 'string' ? value : value?.[0];
+}
+
+/**
+ * The request handling both Node adapters share. Serves `subscriptions/listen`, and a
+ * `notifications/cancelled` naming one of the caller's open streams (202); resolves `'next'` for
+ * anything else, with its body left where `express.json()` would leave it when this function had to
+ * read it. Reads the body only when no parser did and it may be ours (JSON, or `Mcp-Method` says
+ * listen). A JSON-typed body it consumed that is not JSON is answered -32700 here: nobody after it
+ * could read those bytes again. Rejects only when reading the request stream fails.
+ */
+export async function serveNodeRequest<Req extends NodeRequest>(
+  req: Req,
+  res: StreamResponse,
+  options: NodeServeOptions<Req>,
+): Promise<'served' | 'next'> {
+  const headerMethod = headerValue(req.headers['mcp-method']);
+  const parsedBefore = bodyWasParsed(req);
+  let body: unknown = parsedBefore ? req.body : undefined;
+  let rawBody: Buffer | string | undefined;
+  if (Buffer.isBuffer(body) || typeof body === 'string') {
+    // A raw or text body parser ran: the engine parses the bytes.
+    rawBody = body;
+    body = undefined;
+  } else if (!parsedBefore) {
+    if (!isJsonContentType(req.headers['content-type']) && headerMethod !== LISTEN_METHOD) return 'next';
+    try {
+      rawBody = await readRequestBody(req, options.maxBodyBytes);
+    } catch (error) {
+      if (!hasErrorCode(error, ErrorCode.Protocol)) throw error;
+      writeProtocolError(res, error as ProtocolError);
+      return 'served';
+    }
+    try {
+      body = JSON.parse(rawBody.toString()) as unknown;
+    } catch {
+      if (headerMethod !== LISTEN_METHOD) {
+        writeProtocolError(
+          res,
+          new ProtocolError(RpcErrorCode.ParseError, 'Parse error: the request body is not valid JSON'),
+        );
+        return 'served';
+      }
+    }
+  }
+
+  const route = routeOf(body, req.headers);
+  if (route === 'other') {
+    if (!parsedBefore && body !== undefined) leaveParsedBody(req, body);
+    return 'next';
+  }
+  const principal = options.principalOf(req) ?? ANONYMOUS;
+  if (route === 'cancelled') {
+    if (options.handler.cancel(principal, body)) {
+      res.writeHead(202, {});
+      res.end();
+      return 'served';
+    }
+    if (!parsedBefore) leaveParsedBody(req, body);
+    return 'next';
+  }
+  options.onListen?.(req, body);
+  // Listen is ours to the end: the response (and so the open stream) references this request, so a
+  // large filter must not stay pinned on it for the stream's lifetime.
+  req.body = undefined;
+  await options.handler.handle(
+    {
+      ...(body !== undefined ? { body } : rawBody !== undefined ? { rawBody } : { body: undefined }),
+      headers: req.headers,
+      principal,
+      request: req,
+    },
+    res,
+  );
+  return 'served';
 }

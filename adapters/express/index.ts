@@ -5,21 +5,12 @@
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import {
   CANCELLED_METHOD,
-  bodyWasParsed,
   createListenHandler,
-  defaultPrincipal as principalOf,
-  leaveParsedBody,
-  readRequestBody,
-  ErrorCode,
-  hasErrorCode,
-  isJsonContentType,
+  defaultPrincipal as nodeDefaultPrincipal,
   describeValue,
   LISTEN_METHOD,
   OptionsError,
-  ProtocolError,
-  routeOf,
-  RpcErrorCode,
-  writeProtocolError,
+  serveNodeRequest,
   type ListenHandler,
   type ListenHandlerOptions,
 } from '../../lib/index.ts';
@@ -44,15 +35,9 @@ export interface McpSubscriptionsOptions extends ListenHandlerOptions<Request> {
 /** The middleware, with the engine it serves from (for `handler.options`, and tests). */
 export type McpSubscriptionsMiddleware = RequestHandler & { readonly handler: ListenHandler<Request> };
 
-const ANONYMOUS = 'anonymous';
-
 /** The default principal: `req.auth` (the SDK's bearer auth), else `req.user` (Passport and friends). */
 export function defaultPrincipal(req: Request): string | undefined {
-  return principalOf(req as Request & { auth?: unknown; user?: unknown });
-}
-
-function parseError(): ProtocolError {
-  return new ProtocolError(RpcErrorCode.ParseError, 'Parse error: the request body is not valid JSON');
+  return nodeDefaultPrincipal(req as Request & { auth?: unknown; user?: unknown });
 }
 
 function headerValue(value: string | string[] | undefined): string | undefined {
@@ -88,82 +73,15 @@ export function mcpSubscriptions(options: McpSubscriptionsOptions): McpSubscript
     throw new OptionsError(`Expected \`maxBodyBytes\` to be a positive integer, got ${describeValue(maxBodyBytes)}`);
   }
 
-  async function serve(req: Request, res: Response, next: NextFunction): Promise<void> {
-    const headerMethod = headerValue(req.headers['mcp-method']);
-    // A body parser ran when the stream has been consumed (Express 5) or `_body` is set (Express 4).
-    // `req.body` alone says nothing: Express 4's parsers set `{}` even for a Content-Type they skip.
-    const parsedBefore = bodyWasParsed(req);
-    let body: unknown = parsedBefore ? req.body : undefined;
-    let rawBody: Buffer | string | undefined;
-    if (Buffer.isBuffer(body) || typeof body === 'string') {
-      // express.raw() or express.text() ran before us: parse the bytes here.
-      rawBody = body;
-      body = undefined;
-    } else if (!parsedBefore) {
-      // Read only what may be ours: a JSON body (Mcp-Method is absent or names a method of ours).
-      if (!isJsonContentType(req.headers['content-type']) && headerMethod !== LISTEN_METHOD) {
-        next();
-        return;
-      }
-      try {
-        rawBody = await readRequestBody(req, maxBodyBytes);
-      } catch (error) {
-        if (hasErrorCode(error, ErrorCode.Protocol)) writeProtocolError(res, error as ProtocolError);
-        else next(error);
-        return;
-      }
-    }
-    if (rawBody !== undefined && body === undefined) {
-      try {
-        body = JSON.parse(rawBody.toString()) as unknown;
-      } catch {
-        if (!parsedBefore && headerMethod !== LISTEN_METHOD) {
-          // We consumed the stream of a JSON-typed request to the MCP endpoint and it is not JSON:
-          // nobody after us can read those bytes again, so answer as the MCP server would.
-          writeProtocolError(res, parseError());
-          return;
-        }
-        body = undefined;
-      }
-    }
-
-    const route = routeOf(body, req.headers);
-    if (route === 'other') {
-      if (!parsedBefore && body !== undefined) {
-        // Leave the body where express.json() would have: Express 4's parser skips a request whose
-        // `_body` is set, Express 5's one whose stream has ended; both keep `req.body`.
-        leaveParsedBody(req, body);
-      }
-      next();
-      return;
-    }
-    const principal = principalOf(req) ?? ANONYMOUS;
-    if (route === 'cancelled') {
-      if (handler.cancel(principal, body)) {
-        res.writeHead(202).end();
-        return;
-      }
-      if (!parsedBefore) {
-        leaveParsedBody(req, body);
-      }
-      next();
-      return;
-    }
-    // Listen is ours to the end: drop the body from the request, which the response (and so the
-    // open stream) references, so a large filter is not pinned for the stream's lifetime.
-    req.body = undefined;
-    // Express's router continuation closes over its whole routing state; listen never calls it.
-    (req as Request & { next?: unknown }).next = undefined;
-    await handler.handle(
-      {
-        ...(body !== undefined ? { body } : rawBody !== undefined ? { rawBody } : { body: undefined }),
-        headers: req.headers,
-        principal,
-        request: req,
-      },
-      res,
-    );
-  }
+  const serveOptions = {
+    handler,
+    principalOf,
+    maxBodyBytes,
+    onListen: (req: Request) => {
+      // Express's router continuation closes over its whole routing state; listen never calls it.
+      (req as Request & { next?: unknown }).next = undefined;
+    },
+  };
 
   const middleware = (req: Request, res: Response, next: NextFunction): void => {
     if (req.method !== 'POST') {
@@ -176,7 +94,9 @@ export function mcpSubscriptions(options: McpSubscriptionsOptions): McpSubscript
       next();
       return;
     }
-    serve(req, res, next).catch(next);
+    serveNodeRequest(req, res, serveOptions).then((outcome) => {
+      if (outcome === 'next') next();
+    }, next);
   };
   return Object.assign(middleware, { handler });
 }

@@ -13,24 +13,17 @@ import {
 } from '@nestjs/common';
 import { ExternalContextCreator, HttpAdapterHost, ModuleRef } from '@nestjs/core';
 import {
+  bodyWasParsed,
   CANCELLED_METHOD,
   createListenHandler,
+  defaultPrincipal,
   describeValue,
-  ErrorCode,
-  hasErrorCode,
-  isJsonContentType,
   LISTEN_METHOD,
   OptionsError,
-  ProtocolError,
-  bodyWasParsed,
-  defaultPrincipal,
-  leaveParsedBody,
-  readRequestBody,
-  routeOf,
-  RpcErrorCode,
+  serveNodeRequest,
   SubscriptionHub,
-  writeProtocolError,
   type ListenHandler,
+  type NodeServeOptions,
   type ResourceCheck,
 } from '../../lib/index.ts';
 import type { McpReadContext } from './mcp-subscriptions.controller.ts';
@@ -40,7 +33,6 @@ import { checkModuleOptions, hookSource, type HookSource } from './mcp-subscript
 import { detachedResponse, envelopeOf, readRequest, type ListenEnvelope } from './read-probe.ts';
 import { placeListenRoute } from './route-order.ts';
 
-const ANONYMOUS = 'anonymous';
 const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
 
 type HookName = 'canRead' | 'handleSubscribeResource' | 'canAccessTask';
@@ -77,8 +69,7 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
   readonly handler: ListenHandler<McpRequest>;
 
   private readonly logger = new Logger('McpSubscriptions');
-  private readonly principalOf: (req: McpRequest) => string | undefined;
-  private readonly maxBodyBytes: number;
+  private readonly serveOptions: NodeServeOptions<McpRequest>;
   private readonly sources: Readonly<Record<HookName, HookSource>>;
   private readonly hooks: Partial<Record<HookName, ResourceCheck<McpRequest>>> = {};
   /** The listen request's id and `_meta` while its URIs are checked: the probe presents them to the guards. */
@@ -103,8 +94,13 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
       maxBodyBytes,
       ...listenOptions
     } = options;
-    this.principalOf = principal ?? defaultPrincipal;
-    this.maxBodyBytes = maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    const principalOf = principal ?? defaultPrincipal;
+    const bodyLimit = maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    const onListen = (req: McpRequest, body: unknown): void => {
+      // The read probes present the listen request's id and `_meta` to the guards.
+      const envelope = envelopeOf(body);
+      if (envelope !== undefined) this.envelopes.set(req, envelope);
+    };
     this.sources = Object.freeze({
       canRead: hookSource('canRead', canRead),
       handleSubscribeResource: hookSource('handleSubscribeResource', handleSubscribeResource),
@@ -129,6 +125,7 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
         : {}),
       ...(this.sources.canAccessTask.kind !== 'none' ? { canAccessTask: late('canAccessTask') } : {}),
     });
+    this.serveOptions = { handler: this.handler, principalOf, maxBodyBytes: bodyLimit, onListen };
   }
 
   /** Resolves provider hooks, prepares the guard run, and puts the listen route in front of the host's. */
@@ -166,75 +163,21 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
    */
   async serve(req: McpRequest, res: ServerResponse, next: Next): Promise<void> {
     const headerMethod = headerValue(req.headers['mcp-method']);
-    const before = bodyWasParsed(req);
-    // Fast path: a request whose Mcp-Method names another method is not ours. Its body is read here
-    // only when no body parser ran, so that the next route's guards see it as they would behind one.
-    if (before && headerMethod !== undefined && headerMethod !== LISTEN_METHOD && headerMethod !== CANCELLED_METHOD) {
+    // Fast path: a request whose Mcp-Method names another method is not ours. Its body is read (by
+    // serveNodeRequest) only when no body parser ran, so that the next route's guards see it as they
+    // would behind one.
+    if (
+      bodyWasParsed(req) &&
+      headerMethod !== undefined &&
+      headerMethod !== LISTEN_METHOD &&
+      headerMethod !== CANCELLED_METHOD
+    ) {
       next();
       return;
     }
-    let body: unknown = before ? req.body : undefined;
-    let rawBody: Buffer | string | undefined;
-    if (Buffer.isBuffer(body) || typeof body === 'string') {
-      // A raw or text body parser ran: the engine parses the bytes.
-      rawBody = body;
-      body = undefined;
-    } else if (!before) {
-      // Read only JSON bodies (and whatever says it is listen); anything else goes on unread.
-      if (!isJsonContentType(req.headers['content-type']) && headerMethod !== LISTEN_METHOD) {
-        next();
-        return;
-      }
-      try {
-        rawBody = await readRequestBody(req, this.maxBodyBytes);
-      } catch (error) {
-        if (hasErrorCode(error, ErrorCode.Protocol)) {
-          writeProtocolError(res, error as ProtocolError);
-          return;
-        }
-        throw error;
-      }
-      body = parseJsonOrUndefined(rawBody);
-      if (body === undefined && headerMethod !== LISTEN_METHOD) {
-        // Nobody after this route can read the consumed bytes: answer as the MCP server would.
-        writeProtocolError(
-          res,
-          new ProtocolError(RpcErrorCode.ParseError, 'Parse error: the request body is not valid JSON'),
-        );
-        return;
-      }
-    }
-
-    const route = routeOf(body, req.headers);
-    if (route === 'other') {
-      if (!before) leaveParsedBody(req, body);
-      next();
-      return;
-    }
-    const principal = this.principalOf(req) ?? ANONYMOUS;
-    if (route === 'cancelled') {
-      if (this.handler.cancel(principal, body)) {
-        res.writeHead(202).end();
-        return;
-      }
-      if (!before) leaveParsedBody(req, body);
-      next();
-      return;
-    }
-    const envelope = envelopeOf(body);
-    if (envelope !== undefined) this.envelopes.set(req, envelope);
-    // Listen is ours to the end: the open stream's response references this request, so drop the body.
-    req.body = undefined;
     try {
-      await this.handler.handle(
-        {
-          ...(body !== undefined ? { body } : rawBody !== undefined ? { rawBody } : { body: undefined }),
-          headers: req.headers,
-          principal,
-          request: req,
-        },
-        res,
-      );
+      const outcome = await serveNodeRequest(req, res, this.serveOptions);
+      if (outcome === 'next') next();
     } finally {
       this.envelopes.delete(req);
     }
@@ -298,14 +241,5 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
           'instead (with @rekog/mcp-nest: a controller extending McpHttpControllerFor(transport)).',
       );
     }
-  }
-}
-
-/** Bytes as JSON; `undefined` when they are not JSON. */
-function parseJsonOrUndefined(raw: Buffer | string): unknown {
-  try {
-    return JSON.parse(raw.toString()) as unknown;
-  } catch {
-    return undefined;
   }
 }
