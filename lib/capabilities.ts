@@ -4,8 +4,8 @@
  * can never disagree. A leaf module.
  */
 
-/** Extension id of the Tasks extension; kept here too so this leaf imports nothing. */
-const TASKS_EXTENSION_ID = 'io.modelcontextprotocol/tasks';
+import { describeValue, OptionsError } from './errors.ts';
+import { TASKS_EXTENSION } from './events.ts';
 
 /**
  * The change notifications a host can deliver. Every field defaults to `false`.
@@ -42,27 +42,23 @@ const FIELDS = [
 ] as const;
 
 /**
- * Validates and freezes a capability declaration. Throws a `TypeError` naming the field when a value
+ * Validates and freezes a capability declaration. Throws an `OptionsError` naming the field when a value
  * is not a boolean or a field is unknown (a typo would otherwise silently disable a feature).
  */
 export function defineCapabilities(capabilities: SubscriptionCapabilities = {}): ResolvedCapabilities {
   if (typeof capabilities !== 'object' || capabilities === null) {
-    throw new TypeError(
-      `mcp-subscriptions: Expected \`capabilities\` to be an object, got \`${String(capabilities)}\` (${typeof capabilities})`,
-    );
+    throw new OptionsError(`Expected \`capabilities\` to be an object, got ${describeValue(capabilities)}`);
   }
   for (const key of Object.keys(capabilities)) {
     if (!(FIELDS as readonly string[]).includes(key)) {
-      throw new TypeError(`mcp-subscriptions: Unknown capability \`${key}\`; expected one of ${FIELDS.join(', ')}`);
+      throw new OptionsError(`Unknown capability \`${key}\`; expected one of ${FIELDS.join(', ')}`);
     }
   }
   const resolved: Record<string, boolean> = {};
   for (const field of FIELDS) {
     const value: unknown = capabilities[field] ?? false;
     if (typeof value !== 'boolean') {
-      throw new TypeError(
-        `mcp-subscriptions: Expected \`capabilities.${field}\` to be a boolean, got \`${String(value)}\` (${typeof value})`,
-      );
+      throw new OptionsError(`Expected \`capabilities.${field}\` to be a boolean, got ${describeValue(value)}`);
     }
     resolved[field] = value;
   }
@@ -92,6 +88,6 @@ export function toServerCapabilities(capabilities: SubscriptionCapabilities): Se
       ...(caps.resourceSubscriptions ? { subscribe: true as const } : {}),
     };
   }
-  if (caps.tasks) out.extensions = { [TASKS_EXTENSION_ID]: {} };
+  if (caps.tasks) out.extensions = { [TASKS_EXTENSION]: {} };
   return out;
 }

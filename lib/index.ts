@@ -57,6 +57,7 @@ export type {
   TaskState,
 } from './events.ts';
 export { CheckTimeoutError } from './authorize.ts';
+export { durationMs, MAX_TIMER_MS, optionalFunction, positiveInteger } from './options.ts';
 export { consoleLogger, DiagnosticsChannel } from './diagnostics.ts';
 export type { Logger } from './diagnostics.ts';
 export { CANCELLED_METHOD, LISTEN_METHOD, isAbsoluteUri, parseJsonBody, parseListenRequest } from './protocol.ts';
@@ -67,6 +68,7 @@ export { SSE_HEADERS, KEEPALIVE_FRAME } from './sse.ts';
 export {
   bodyTooLarge,
   bodyWasParsed,
+  DEFAULT_MAX_BODY_BYTES,
   defaultPrincipal,
   leaveParsedBody,
   readRequestBody,

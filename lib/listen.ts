@@ -150,12 +150,7 @@ export function resolveListenOptions<Req>(options: ListenHandlerOptions<Req>): R
       'Expected `capabilities` to declare what the server offers, e.g. `{ toolsListChanged: true, resourceSubscriptions: true }`',
     );
   }
-  let capabilities: ResolvedCapabilities;
-  try {
-    capabilities = defineCapabilities(options.capabilities);
-  } catch (error) {
-    throw new OptionsError((error as Error).message.replace(/^mcp-subscriptions: /, ''));
-  }
+  const capabilities = defineCapabilities(options.capabilities);
   optionalFunction('canRead', options.canRead);
   optionalFunction('handleSubscribeResource', options.handleSubscribeResource);
   optionalFunction('canAccessTask', options.canAccessTask);

@@ -97,6 +97,9 @@ export function readRequestBody(req: IncomingMessage, limit: number): Promise<Bu
   });
 }
 
+/** The body limit when an adapter reads the body itself: 4 MiB, as the SDK's own. */
+export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
+
 /** How {@link serveNodeRequest} reads and routes a request. */
 export interface NodeServeOptions<Req extends NodeRequest> {
   /** The engine. */

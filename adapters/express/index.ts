@@ -7,9 +7,10 @@ import {
   CANCELLED_METHOD,
   createListenHandler,
   defaultPrincipal as nodeDefaultPrincipal,
-  describeValue,
+  DEFAULT_MAX_BODY_BYTES,
   LISTEN_METHOD,
-  OptionsError,
+  optionalFunction,
+  positiveInteger,
   serveNodeRequest,
   type ListenHandler,
   type ListenHandlerOptions,
@@ -64,14 +65,9 @@ function headerValue(value: string | string[] | undefined): string | undefined {
  */
 export function mcpSubscriptions(options: McpSubscriptionsOptions): McpSubscriptionsMiddleware {
   const handler = createListenHandler<Request>(options);
+  optionalFunction('principal', options.principal);
   const principalOf = options.principal ?? defaultPrincipal;
-  if (typeof principalOf !== 'function') {
-    throw new OptionsError(`Expected \`principal\` to be a function, got ${describeValue(principalOf)}`);
-  }
-  const maxBodyBytes = options.maxBodyBytes ?? 4 * 1024 * 1024;
-  if (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes <= 0) {
-    throw new OptionsError(`Expected \`maxBodyBytes\` to be a positive integer, got ${describeValue(maxBodyBytes)}`);
-  }
+  const maxBodyBytes = positiveInteger('maxBodyBytes', options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES);
 
   const serveOptions = {
     handler,

@@ -3,7 +3,7 @@
  * (`code: 'ERR_MCP_SUBSCRIPTIONS_INVALID_OPTION'`) naming the field. The engine validates the rest
  * (capabilities, bounds, durations, the hub's options) with its own messages.
  */
-import { describeValue, OptionsError, type ResourceCheck } from '../../lib/index.ts';
+import { describeValue, optionalFunction, OptionsError, positiveInteger, type ResourceCheck } from '../../lib/index.ts';
 import { DEFAULT_MCP_PATH } from './mcp-subscriptions.constants.ts';
 import type {
   McpHook,
@@ -93,13 +93,8 @@ export function checkModuleOptions(options: McpSubscriptionsOptions): void {
   if (typeof options !== 'object' || options === null) {
     throw new OptionsError(`Expected options to be an object, got ${describeValue(options)}`);
   }
-  if (options.principal !== undefined && typeof options.principal !== 'function') {
-    throw new OptionsError(`Expected \`principal\` to be a function, got ${describeValue(options.principal)}`);
-  }
-  const maxBodyBytes = options.maxBodyBytes;
-  if (maxBodyBytes !== undefined && (!Number.isSafeInteger(maxBodyBytes) || maxBodyBytes <= 0)) {
-    throw new OptionsError(`Expected \`maxBodyBytes\` to be a positive integer, got ${describeValue(maxBodyBytes)}`);
-  }
+  optionalFunction('principal', options.principal);
+  if (options.maxBodyBytes !== undefined) positiveInteger('maxBodyBytes', options.maxBodyBytes);
   const hub = options.hub as unknown;
   if (hub !== undefined && (typeof hub !== 'object' || hub === null)) {
     throw new OptionsError(`Expected \`hub\` to be a SubscriptionHub or its options, got ${describeValue(hub)}`);

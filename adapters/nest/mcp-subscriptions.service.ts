@@ -16,6 +16,7 @@ import {
   bodyWasParsed,
   CANCELLED_METHOD,
   createListenHandler,
+  DEFAULT_MAX_BODY_BYTES,
   defaultPrincipal,
   describeValue,
   LISTEN_METHOD,
@@ -32,8 +33,6 @@ import type { McpCheckContext, McpRequest, McpSubscriptionsOptions } from './mcp
 import { checkModuleOptions, hookSource, type HookSource } from './mcp-subscriptions.options.ts';
 import { detachedResponse, envelopeOf, readRequest, type ListenEnvelope } from './read-probe.ts';
 import { placeListenRoute } from './route-order.ts';
-
-const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
 
 type HookName = 'canRead' | 'handleSubscribeResource' | 'canAccessTask';
 type Next = (error?: unknown) => void;

@@ -4,7 +4,7 @@
  * contract (the same one the Nest sample serves); `main.ts` starts it.
  */
 import { toNodeHandler } from '@modelcontextprotocol/node';
-import { createMcpHandler, ProtocolError, type AuthInfo } from '@modelcontextprotocol/server';
+import type { AuthInfo } from '@modelcontextprotocol/server';
 import express, { type ErrorRequestHandler, type Express, type Request, type RequestHandler } from 'express';
 import { SubscriptionHub } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
@@ -12,7 +12,7 @@ import { authenticate, principalOf, toAuthInfo } from '../shared/auth.ts';
 import { CatalogService, isCatalogName } from '../shared/catalog-service.ts';
 import { DEFAULT_CONFIG, type SampleConfig } from '../shared/config.ts';
 import { isServiceError } from '../shared/errors.ts';
-import { createNotesMcpServer, type ReadCheck } from '../shared/mcp-server.ts';
+import { createNotesMcpHandler, type ReadCheck } from '../shared/mcp-server.ts';
 import { acceptsSubscription, canRead, NotesService } from '../shared/notes-service.ts';
 import { offer } from '../shared/offer.ts';
 import { TasksService } from '../shared/tasks-service.ts';
@@ -129,29 +129,14 @@ export function createApp(config: Partial<SampleConfig> = {}): ExpressSample {
   const readCheck: ReadCheck = (uri, { principal: caller }) => canRead(caller, uri);
 
   // The hub is the SDK's event bus too, so `mcpHandler.notify.*` reaches the listen streams.
-  const mcpHandler = createMcpHandler(
-    () =>
-      createNotesMcpServer({
-        notes,
-        canRead: readCheck,
-        hub,
-        conformance: settings.conformance,
-        serverInfo: SERVER_INFO,
-      }),
-    {
-      bus: hub,
-      // A 2026-07-28 app: listChanged and subscribe are honoured on listen streams only, which 2025-era
-      // clients cannot open, so advertising them to those clients would be a promise not kept.
-      legacy: 'reject',
-      keepAliveMs: settings.keepAliveMs === false ? 0 : settings.keepAliveMs,
-      onerror: (error) => {
-        // A client's mistake (a bad envelope, an unsupported version) is answered with its error; only
-        // the server's own failures are worth a log line.
-        if (ProtocolError.isInstance(error) || /^(Rejected |Unsupported Media Type)/.test(error.message)) return;
-        console.error('[mcp]', error);
-      },
-    },
-  );
+  const mcpHandler = createNotesMcpHandler({
+    notes,
+    canRead: readCheck,
+    hub,
+    conformance: settings.conformance,
+    serverInfo: SERVER_INFO,
+    keepAliveMs: settings.keepAliveMs,
+  });
   const nodeHandler = toNodeHandler(mcpHandler);
 
   const listen = mcpSubscriptions({

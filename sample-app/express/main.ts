@@ -5,7 +5,7 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { fail, IDLE_SWEEP_MS, mcpUrlOf, readConfigOrExit, SHUTDOWN_DEADLINE_MS } from '../shared/process.ts';
+import { exitGracefullyOnSignals, fail, mcpUrlOf, readConfigOrExit } from '../shared/process.ts';
 import { createApp } from './app.ts';
 
 const config = readConfigOrExit();
@@ -19,37 +19,9 @@ server.listen(config.port, config.host, () => {
   console.log(`listening on ${mcpUrlOf(server.address() as AddressInfo)}`);
 });
 
-let shuttingDown = false;
-
-async function shutdown(signal: NodeJS.Signals): Promise<void> {
-  if (shuttingDown) return;
-  shuttingDown = true;
-  console.error(`[sample-app] ${signal}: ending listen streams and closing`);
-  // Whatever a client does (holds a socket, stops reading), the process is gone before the deadline.
-  setTimeout(() => {
-    server.closeAllConnections();
-    process.exit(0);
-  }, SHUTDOWN_DEADLINE_MS).unref();
-
+exitGracefullyOnSignals(server, async () => {
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-  let exitCode = 0;
-  try {
-    // Every open listen stream gets its terminal result (resultType "complete"), then ends.
-    await close();
-  } catch (error) {
-    console.error('[sample-app] shutdown failed:', error);
-    exitCode = 1;
-  }
-  // Streams that just ended leave keep-alive sockets behind; in-flight requests may still finish.
-  server.closeIdleConnections();
-  const sweep = setInterval(() => server.closeIdleConnections(), IDLE_SWEEP_MS);
+  // Every open listen stream gets its terminal result (resultType "complete"), then ends.
+  await close();
   await closed;
-  clearInterval(sweep);
-  process.exit(exitCode);
-}
-
-for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-  process.on(signal, () => {
-    void shutdown(signal);
-  });
-}
+});

@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { ConsoleLogger, type LogLevel } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
-import { fail, IDLE_SWEEP_MS, mcpUrlOf, readConfigOrExit, SHUTDOWN_DEADLINE_MS } from '../shared/process.ts';
+import { exitGracefullyOnSignals, fail, mcpUrlOf, readConfigOrExit } from '../shared/process.ts';
 import { AppModule } from './app.module.ts';
 
 /** Nest's console logger, on stderr only: stdout carries the one `listening on` line. */
@@ -41,33 +41,6 @@ try {
 const server: Server = app.getHttpServer();
 console.log(`listening on ${mcpUrlOf(server.address() as AddressInfo)}`);
 
-let shuttingDown = false;
-
-async function shutdown(signal: NodeJS.Signals): Promise<void> {
-  if (shuttingDown) return;
-  shuttingDown = true;
-  console.error(`[sample-app] ${signal}: ending listen streams and closing`);
-  // Whatever a client does (holds a socket, stops reading), the process is gone before the deadline.
-  setTimeout(() => {
-    server.closeAllConnections();
-    process.exit(0);
-  }, SHUTDOWN_DEADLINE_MS).unref();
-  // Requests in flight when the server starts closing leave keep-alive sockets behind once answered.
-  const sweep = setInterval(() => server.closeIdleConnections(), IDLE_SWEEP_MS);
-  let exitCode = 0;
-  try {
-    // Every open listen stream gets its terminal result (resultType "complete"), then the server closes.
-    await app.close();
-  } catch (error) {
-    console.error('[sample-app] shutdown failed:', error);
-    exitCode = 1;
-  }
-  clearInterval(sweep);
-  process.exit(exitCode);
-}
-
-for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-  process.on(signal, () => {
-    void shutdown(signal);
-  });
-}
+// app.close() ends every open listen stream with its terminal result (the module's shutdown hook),
+// then closes the HTTP server.
+exitGracefullyOnSignals(server, () => app.close());

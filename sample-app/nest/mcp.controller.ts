@@ -16,10 +16,10 @@ import {
   type BeforeApplicationShutdown,
 } from '@nestjs/common';
 import { toNodeHandler } from '@modelcontextprotocol/node';
-import { createMcpHandler, ProtocolError, type McpHttpHandler } from '@modelcontextprotocol/server';
+import type { McpHttpHandler } from '@modelcontextprotocol/server';
 import { SubscriptionHub } from 'mcp-subscriptions/nest';
 import type { SampleConfig } from '../shared/config.ts';
-import { createNotesMcpServer, type ReadCheck } from '../shared/mcp-server.ts';
+import { createNotesMcpHandler, type ReadCheck } from '../shared/mcp-server.ts';
 import { canRead, NotesService } from '../shared/notes-service.ts';
 import type { AuthedRequest } from './bearer-auth.guard.ts';
 import { MCP_PATH, SAMPLE_CONFIG, SERVER_INFO } from './config.ts';
@@ -39,28 +39,14 @@ export class McpHandler implements BeforeApplicationShutdown {
     // The SDK's resources/read enforces the same rule the guard does (the one function both call), so a
     // read that reaches the SDK without passing the guard still cannot hand out a foreign note.
     const readCheck: ReadCheck = (uri, { principal }) => canRead(principal, uri);
-    this.http = createMcpHandler(
-      () =>
-        createNotesMcpServer({
-          notes,
-          canRead: readCheck,
-          hub,
-          conformance: config.conformance,
-          serverInfo: SERVER_INFO,
-        }),
-      {
-        // The hub is the SDK's event bus too, so `notify.*` reaches the listen streams.
-        bus: hub,
-        // A 2026-07-28 app: listChanged and subscribe are honoured on listen streams only.
-        legacy: 'reject',
-        keepAliveMs: config.keepAliveMs === false ? 0 : config.keepAliveMs,
-        onerror: (error) => {
-          // A client's mistake is answered with its error; only the server's own failures are logged.
-          if (ProtocolError.isInstance(error) || /^(Rejected |Unsupported Media Type)/.test(error.message)) return;
-          console.error('[mcp]', error);
-        },
-      },
-    );
+    this.http = createNotesMcpHandler({
+      notes,
+      canRead: readCheck,
+      hub,
+      conformance: config.conformance,
+      serverInfo: SERVER_INFO,
+      keepAliveMs: config.keepAliveMs,
+    });
     this.node = toNodeHandler(this.http);
   }
 

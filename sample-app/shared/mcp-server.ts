@@ -6,8 +6,11 @@
  * Framework-free: `createMcpHandler(factory)` calls the factory once per request, in either sample.
  */
 import {
+  createMcpHandler,
   inputRequired,
   McpServer,
+  ProtocolError,
+  type McpHttpHandler,
   ResourceNotFoundError,
   ResourceTemplate,
   type CallToolResult,
@@ -186,5 +189,33 @@ function registerConformanceFixtures(
   server.registerTool('test_logging_tool', { description: 'Logs one message at level info.' }, async (ctx) => {
     await ctx.mcpReq.log('info', 'test_logging_tool ran');
     return text('Logging tool finished.');
+  });
+}
+
+/** What the SDK handler of either sample is built from. */
+export interface NotesMcpHandlerOptions extends Omit<NotesMcpServerOptions, 'hub'> {
+  /** The hub: the source of the fixture tools' list changes and the SDK's event bus. */
+  readonly hub: SubscriptionHub;
+  /** SSE keepalive of the SDK's own streams, or `false`. */
+  readonly keepAliveMs: number | false;
+}
+
+/**
+ * The SDK's handler for everything but listen, as both samples serve it: the hub is the SDK's event
+ * bus too (so `notify.*` reaches the listen streams), and 2025-era requests are refused (listChanged
+ * and subscribe are honoured on listen streams only, which those clients cannot open).
+ */
+export function createNotesMcpHandler(options: NotesMcpHandlerOptions): McpHttpHandler {
+  const { keepAliveMs, ...server } = options;
+  return createMcpHandler(() => createNotesMcpServer(server), {
+    bus: options.hub,
+    legacy: 'reject',
+    keepAliveMs: keepAliveMs === false ? 0 : keepAliveMs,
+    onerror: (error) => {
+      // A client's mistake (a bad envelope, an unsupported version) is answered with its error; only the
+      // server's own failures are worth a log line.
+      if (ProtocolError.isInstance(error) || /^(Rejected |Unsupported Media Type)/.test(error.message)) return;
+      console.error('[mcp]', error);
+    },
   });
 }

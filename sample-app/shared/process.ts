@@ -2,13 +2,14 @@
  * What both samples' `main.ts` do alike: read the environment or stop with a message naming the
  * variable, print the one `listening on` line, and bound the shutdown.
  */
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ConfigError, loadConfig, type SampleConfig } from './config.ts';
 
 /** The contract allows 5 s from the signal to exit; this leaves a margin for the process to end. */
-export const SHUTDOWN_DEADLINE_MS = 4000;
+const SHUTDOWN_DEADLINE_MS = 4000;
 /** How often idle keep-alive sockets are swept while the server drains. */
-export const IDLE_SWEEP_MS = 50;
+const IDLE_SWEEP_MS = 50;
 
 /** Prints `message` on stderr and exits 1. */
 export function fail(message: string): never {
@@ -30,4 +31,38 @@ export function readConfigOrExit(): SampleConfig {
 export function mcpUrlOf(address: AddressInfo): string {
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   return `http://${host}:${address.port}/mcp`;
+}
+
+/**
+ * On SIGTERM or SIGINT: `closeApp()` (which must end every listen stream with its terminal result and
+ * close `server`), then exit 0 (1 if it failed). Whatever a client does (holds a socket, stops
+ * reading), the process is gone before the contract's 5 s.
+ */
+export function exitGracefullyOnSignals(server: Server, closeApp: () => Promise<void>): void {
+  let shuttingDown = false;
+  const shutdown = async (signal: NodeJS.Signals): Promise<void> => {
+    if (shuttingDown) return;
+    shuttingDown = true;
+    console.error(`[sample-app] ${signal}: ending listen streams and closing`);
+    setTimeout(() => {
+      server.closeAllConnections();
+      process.exit(0);
+    }, SHUTDOWN_DEADLINE_MS).unref();
+    // Streams that just ended, and requests answered while closing, leave keep-alive sockets behind.
+    const sweep = setInterval(() => server.closeIdleConnections(), IDLE_SWEEP_MS);
+    let exitCode = 0;
+    try {
+      await closeApp();
+    } catch (error) {
+      console.error('[sample-app] shutdown failed:', error);
+      exitCode = 1;
+    }
+    clearInterval(sweep);
+    process.exit(exitCode);
+  };
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    process.on(signal, () => {
+      void shutdown(signal);
+    });
+  }
 }
