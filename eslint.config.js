@@ -7,7 +7,7 @@ const frameworks = ['express', 'express4', '@nestjs/*', 'ioredis', 'redis', 'rxj
 
 export default tseslint.config(
   // test/nest-compat/: apps for another Nest major each, type-checked by their own tsc when the test builds them.
-  { ignores: ['node_modules/', 'dist/', 'bench/results/', '.conformance/', 'eslint.config.js', 'test/nest-compat/'] },
+  { ignores: ['node_modules/', 'dist/', 'bench/results/', '.conformance/', 'eslint.config.js', 'jest.config.js', 'test/nest-compat/'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

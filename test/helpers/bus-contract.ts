@@ -4,7 +4,7 @@
  * Delivery may be asynchronous (a network bus), so every expectation waits for a condition.
  */
 import assert from 'node:assert/strict';
-import { after, describe, test } from 'node:test';
+import { afterAll, describe, test } from '@jest/globals';
 import { SubscriptionHub, type BusMember, type SubscriptionBus, type SubscriptionEvent } from '../../lib/index.ts';
 import { FakeResponse, openStream, recordingLogger, settle, waitFor } from './fake-response.ts';
 
@@ -50,7 +50,7 @@ export function describeBusContract(name: string, makeBus: () => Promise<BusUnde
       open.push(made);
       return made.bus;
     };
-    after(async () => {
+    afterAll(async () => {
       for (const made of open) await made.close();
     });
 
