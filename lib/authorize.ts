@@ -1,11 +1,12 @@
 /**
  * Runs the host's per-item checks (read check, then subscribe hook) over a listen request's URIs or
- * task ids, concurrently with a bound. A leaf module.
+ * task ids, concurrently with a bound.
  *
  * Fail closed: an item is kept only when every check returns exactly `true`. A check that throws,
  * rejects or times out drops the item; the error goes to `onError` for the operator and never to the
  * client (spec §2: a refused URI looks exactly like one never asked for).
  */
+import { CheckTimeoutError } from './errors.ts';
 
 /** A host check of one item; may be sync or async. Only `true` admits the item. */
 export type ItemCheck<C> = (item: string, context: C) => boolean | PromiseLike<boolean>;
@@ -20,15 +21,6 @@ export interface AuthorizeRun {
   readonly onError: (error: unknown, stage: number) => void;
   /** Stops starting new items once aborted (the client went away). */
   readonly signal?: AbortSignal;
-}
-
-/** Raised for a check that took longer than `timeoutMs`. */
-export class CheckTimeoutError extends Error {
-  readonly code = 'ERR_MCP_SUBSCRIPTIONS_CHECK_TIMEOUT';
-  constructor(timeoutMs: number) {
-    super(`mcp-subscriptions: an authorization check took longer than ${timeoutMs} ms`);
-    this.name = 'CheckTimeoutError';
-  }
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {

@@ -2,24 +2,7 @@
  * The bus joins the hubs of several processes: an event published on one node reaches the streams of
  * every node. One interface, an in-memory default here, a Redis bus in `mcp-subscriptions/redis`.
  */
-import type { SubscriptionEvent } from './events.ts';
-
-/** A hub's membership of a bus. */
-export interface BusMember {
-  /**
-   * Sends an event to every other member (never back to this one: the hub has already delivered it
-   * locally). Must not throw: a bus that is down logs and reports, it never fails the host's call.
-   */
-  publish(event: SubscriptionEvent): void;
-  /** Leaves the bus; no event reaches this member afterwards. Idempotent. */
-  leave(): void | Promise<void>;
-}
-
-/** What carries events between hubs. Implement it over your own pub/sub to add a transport. */
-export interface SubscriptionBus {
-  /** Joins the bus: `onEvent` receives every event another member publishes. */
-  join(onEvent: (event: SubscriptionEvent) => void): BusMember;
-}
+import type { BusMember, SubscriptionBus, SubscriptionEvent } from './types.ts';
 
 /**
  * The default bus: hubs in one process. With a single hub it costs nothing per publish; with several

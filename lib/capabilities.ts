@@ -1,76 +1,33 @@
 /**
  * What the host offers on listen streams, declared once. The same declaration narrows every
  * acknowledgement and produces the `capabilities` the host advertises in `server/discover`, so the two
- * can never disagree. A leaf module.
+ * can never disagree.
  */
-
-import { describeValue, OptionsError } from './errors.ts';
 import { TASKS_EXTENSION } from './events.ts';
+import type { ResolvedCapabilities, ServerCapabilitiesFragment, SubscriptionCapabilities } from './types.ts';
+import { booleanOption, knownKeys, optionKeys, optionsObject } from './validate.ts';
 
-/**
- * The change notifications a host can deliver. Every field defaults to `false`.
- *
- * @example
- * ```ts
- * const offer = defineCapabilities({ toolsListChanged: true, resourceSubscriptions: true });
- * new McpServer(info, { capabilities: toServerCapabilities(offer) });
- * app.post('/mcp', mcpSubscriptions({ hub, capabilities: offer, canRead }));
- * ```
- */
-export interface SubscriptionCapabilities {
-  /** Advertise `tools.listChanged` and honour `toolsListChanged`. @default false */
-  readonly toolsListChanged?: boolean;
-  /** Advertise `prompts.listChanged` and honour `promptsListChanged`. @default false */
-  readonly promptsListChanged?: boolean;
-  /** Advertise `resources.listChanged` and honour `resourcesListChanged`. @default false */
-  readonly resourcesListChanged?: boolean;
-  /** Advertise `resources.subscribe` and honour `resourceSubscriptions`. @default false */
-  readonly resourceSubscriptions?: boolean;
-  /** Advertise the Tasks extension and honour `taskIds`. @default false */
-  readonly tasks?: boolean;
-}
-
-/** A resolved, frozen declaration: every field present. */
-export type ResolvedCapabilities = Readonly<Required<SubscriptionCapabilities>>;
-
-const FIELDS = [
-  'toolsListChanged',
-  'promptsListChanged',
-  'resourcesListChanged',
-  'resourceSubscriptions',
-  'tasks',
-] as const;
+/** Every field of {@link SubscriptionCapabilities}, checked against the interface by the compiler. */
+const FIELDS = optionKeys<SubscriptionCapabilities>({
+  toolsListChanged: true,
+  promptsListChanged: true,
+  resourcesListChanged: true,
+  resourceSubscriptions: true,
+  tasks: true,
+});
 
 /**
  * Validates and freezes a capability declaration. Throws an `OptionsError` naming the field when a value
  * is not a boolean or a field is unknown (a typo would otherwise silently disable a feature).
  */
 export function defineCapabilities(capabilities: SubscriptionCapabilities = {}): ResolvedCapabilities {
-  if (typeof capabilities !== 'object' || capabilities === null) {
-    throw new OptionsError(`Expected \`capabilities\` to be an object, got ${describeValue(capabilities)}`);
-  }
-  for (const key of Object.keys(capabilities)) {
-    if (!(FIELDS as readonly string[]).includes(key)) {
-      throw new OptionsError(`Unknown capability \`${key}\`; expected one of ${FIELDS.join(', ')}`);
-    }
-  }
+  optionsObject(capabilities, '`capabilities`');
+  knownKeys(capabilities, FIELDS, '`capabilities`', {}, 'capability');
   const resolved: Record<string, boolean> = {};
   for (const field of FIELDS) {
-    const value: unknown = capabilities[field] ?? false;
-    if (typeof value !== 'boolean') {
-      throw new OptionsError(`Expected \`capabilities.${field}\` to be a boolean, got ${describeValue(value)}`);
-    }
-    resolved[field] = value;
+    resolved[field] = booleanOption(`capabilities.${field}`, (capabilities as Record<string, unknown>)[field] ?? false);
   }
   return Object.freeze(resolved) as ResolvedCapabilities;
-}
-
-/** The `ServerCapabilities` fragment matching a declaration, as `server/discover` advertises it. */
-export interface ServerCapabilitiesFragment {
-  tools?: { listChanged: true };
-  prompts?: { listChanged: true };
-  resources?: { listChanged?: true; subscribe?: true };
-  extensions?: Record<string, Record<string, never>>;
 }
 
 /**

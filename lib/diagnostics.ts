@@ -3,18 +3,28 @@
  * URI or a task id: those can be confidential.
  */
 import diagnostics from 'node:diagnostics_channel';
+import type { Logger } from './types.ts';
 
-/** Channel names, for `diagnostics_channel.subscribe(name, fn)`. */
+/**
+ * Channel names, for `diagnostics_channel.subscribe(name, fn)`. Each payload's shape is a type in
+ * lib/types.ts, and the engine publishes exactly that shape (checked by the compiler).
+ */
 export const DiagnosticsChannel = Object.freeze({
-  /** A stream opened: `{ principal, filter }`. */
+  /** A stream opened and was registered: a `StreamOpenMessage`, `{ principal, filter }`. */
   StreamOpen: 'mcp-subscriptions:stream:open',
-  /** A stream closed: `{ principal, reason, filter }`. */
+  /** A registered stream closed: a `StreamCloseMessage`, `{ principal, reason, filter }`. */
   StreamClose: 'mcp-subscriptions:stream:close',
-  /** An event was delivered locally: `{ kind, matched, written, queued, coalesced, dropped }`. */
+  /**
+   * An event matched streams of this node: a `PublishMessage`,
+   * `{ kind, matched, written, queued, coalesced, dropped, closed }`.
+   */
   Publish: 'mcp-subscriptions:publish',
-  /** A stream's queue overflowed: `{ principal, policy, queued }`. */
+  /** A stream's queue overflowed: an `OverflowMessage`, `{ principal, policy, queued }`. */
   Overflow: 'mcp-subscriptions:overflow',
-  /** A host check or hook failed and its item was dropped: `{ stage, error }`. */
+  /**
+   * A host check or hook failed and its item was left out: a `CheckErrorMessage`,
+   * `{ stage, errorName, errorCode }` (never the error itself: it may quote the URI).
+   */
   CheckError: 'mcp-subscriptions:check:error',
 });
 
@@ -23,12 +33,6 @@ export const streamCloseChannel = diagnostics.channel(DiagnosticsChannel.StreamC
 export const publishChannel = diagnostics.channel(DiagnosticsChannel.Publish);
 export const overflowChannel = diagnostics.channel(DiagnosticsChannel.Overflow);
 export const checkErrorChannel = diagnostics.channel(DiagnosticsChannel.CheckError);
-
-/** Where runtime failures are reported. `console` fits; so do pino and winston loggers. */
-export interface Logger {
-  warn(message: string, details?: Record<string, unknown>): void;
-  error(message: string, details?: Record<string, unknown>): void;
-}
 
 /** The default logger: one line on stderr per report. */
 export const consoleLogger: Logger = Object.freeze({

@@ -1,7 +1,7 @@
 /**
- * Error classes and the one table that maps a JSON-RPC error raised before a stream opens to its HTTP
- * status. A leaf module. Check errors by their `code`, never with `instanceof`: two copies of the
- * package in one app still agree on a string.
+ * Every error this package throws, and the codes that identify them. A leaf module. Check errors by
+ * their `code`, never with `instanceof`: two copies of the package in one app still agree on a
+ * string. docs/error-codes.md lists every code with its cause and its fix.
  */
 
 /** JSON-RPC error codes used by listen (spec §6). */
@@ -16,32 +16,74 @@ export const RpcErrorCode = Object.freeze({
   UnsupportedProtocolVersion: -32022,
 });
 
-/** Stable `code` strings of this package's errors. */
+/** Stable `code` strings of this package's errors (docs/error-codes.md). */
 export const ErrorCode = Object.freeze({
-  /** A programmer's mistake in options, thrown at construction. */
-  InvalidOption: 'ERR_MCP_SUBSCRIPTIONS_INVALID_OPTION',
-  /** A host published an event that is not valid (a relative URI, an unknown kind). */
+  // A programmer's mistake in options, thrown at construction (OptionsError): one code per check.
+  /** The options (or a nested options object such as `capabilities`) are not an object. */
+  OptionsNotObject: 'ERR_MCP_SUBSCRIPTIONS_OPTIONS_NOT_OBJECT',
+  /** An option key that the entry point does not know (a typo, or an option of another entry point). */
+  UnknownOption: 'ERR_MCP_SUBSCRIPTIONS_UNKNOWN_OPTION',
+  /** A required option is missing (`hub`, `capabilities`, or the check an offered capability needs). */
+  MissingOption: 'ERR_MCP_SUBSCRIPTIONS_MISSING_OPTION',
+  /** A count or bound that must be a positive safe integer is not. */
+  NotPositiveInteger: 'ERR_MCP_SUBSCRIPTIONS_NOT_POSITIVE_INTEGER',
+  /** A duration is longer than Node's timers can wait (2147483647 ms). */
+  DurationTooLong: 'ERR_MCP_SUBSCRIPTIONS_DURATION_TOO_LONG',
+  /** An option that must be a boolean is not. */
+  NotBoolean: 'ERR_MCP_SUBSCRIPTIONS_NOT_BOOLEAN',
+  /** An option that must be a function (a check, a hook, `principal`) is not. */
+  NotFunction: 'ERR_MCP_SUBSCRIPTIONS_NOT_FUNCTION',
+  /** An option that takes one of a few values (`overflow`) has another. */
+  NotOneOf: 'ERR_MCP_SUBSCRIPTIONS_NOT_ONE_OF',
+  /** `hub` is not a `SubscriptionHub` (or, in Nest, its options). */
+  InvalidHub: 'ERR_MCP_SUBSCRIPTIONS_INVALID_HUB',
+  /** `bus` does not implement `SubscriptionBus` (`join(onEvent)`). */
+  InvalidBus: 'ERR_MCP_SUBSCRIPTIONS_INVALID_BUS',
+  /** `logger` lacks `warn` or `error`. */
+  InvalidLogger: 'ERR_MCP_SUBSCRIPTIONS_INVALID_LOGGER',
+  /** `protocolVersions` is not a non-empty array of strings. */
+  InvalidProtocolVersions: 'ERR_MCP_SUBSCRIPTIONS_INVALID_PROTOCOL_VERSIONS',
+  /** `serverInfo` is not an object. */
+  InvalidServerInfo: 'ERR_MCP_SUBSCRIPTIONS_INVALID_SERVER_INFO',
+  /** Nest: `path` is not a non-empty string. */
+  InvalidPath: 'ERR_MCP_SUBSCRIPTIONS_INVALID_PATH',
+  /** Nest: an entry of `guards` is neither a guard class nor an object with `canActivate()`. */
+  InvalidGuard: 'ERR_MCP_SUBSCRIPTIONS_INVALID_GUARD',
+  /** Nest: `forRootAsync()` got none, or more than one, of `useFactory`, `useClass`, `useExisting`. */
+  InvalidAsyncOptions: 'ERR_MCP_SUBSCRIPTIONS_INVALID_ASYNC_OPTIONS',
+  /** Nest: a hook is neither a function nor the token of a provider with the hook's method. */
+  InvalidHook: 'ERR_MCP_SUBSCRIPTIONS_INVALID_HOOK',
+
+  // Runtime errors.
+  /** A host published an event that is not valid (a relative URI, an unknown kind): `EventError`. */
   InvalidEvent: 'ERR_MCP_SUBSCRIPTIONS_INVALID_EVENT',
-  /** A client's listen request was refused before the stream opened; carries the JSON-RPC error. */
+  /** A client's listen request was refused before the stream opened: `ProtocolError`. */
   Protocol: 'ERR_MCP_SUBSCRIPTIONS_PROTOCOL',
+  /** A host check took longer than `authorizeTimeoutMs`; its item was left out: `CheckTimeoutError`. */
+  CheckTimeout: 'ERR_MCP_SUBSCRIPTIONS_CHECK_TIMEOUT',
+  /** An engine invariant was broken (a reservation opened twice): a bug in an adapter. */
+  Internal: 'ERR_MCP_SUBSCRIPTIONS_INTERNAL',
 });
+
+/** One of the codes in {@link ErrorCode}. */
+export type ErrorCodeValue = (typeof ErrorCode)[keyof typeof ErrorCode];
 
 /** Base class of every error this package throws. */
 export class McpSubscriptionsError extends Error {
   /** A stable identifier: compare it, not the class. */
-  readonly code: string;
+  readonly code: ErrorCodeValue;
 
-  constructor(code: string, message: string) {
+  constructor(code: ErrorCodeValue, message: string) {
     super(message);
     this.name = new.target.name;
     this.code = code;
   }
 }
 
-/** Thrown at construction when an option is wrong (a negative bound, a missing hub). */
+/** Thrown at construction when an option is wrong; its `code` names the check that failed. */
 export class OptionsError extends McpSubscriptionsError {
-  constructor(message: string) {
-    super(ErrorCode.InvalidOption, `mcp-subscriptions: ${message}`);
+  constructor(code: ErrorCodeValue, message: string) {
+    super(code, `mcp-subscriptions: ${message}`);
   }
 }
 
@@ -53,59 +95,83 @@ export class EventError extends McpSubscriptionsError {
 }
 
 /**
- * A client's request refused with a JSON-RPC error before any stream opened. The engine writes it as
- * a JSON-RPC error response with the status from {@link httpStatusFor}.
+ * A host check that took longer than `authorizeTimeoutMs`. Never thrown into host code: its item is
+ * left out, and the error reaches the logger and the `CheckError` diagnostics channel.
+ */
+export class CheckTimeoutError extends McpSubscriptionsError {
+  constructor(timeoutMs: number) {
+    super(ErrorCode.CheckTimeout, `mcp-subscriptions: an authorization check took longer than ${timeoutMs} ms`);
+  }
+}
+
+/**
+ * Why a listen request was refused before any stream opened. Each reason has one JSON-RPC code
+ * (below) and one HTTP status (lib/http.ts).
+ */
+export type RefusalReason =
+  | 'parse-error'
+  | 'invalid-request'
+  | 'unsupported-media-type'
+  | 'not-acceptable'
+  | 'body-too-large'
+  | 'invalid-params'
+  | 'header-mismatch'
+  | 'unsupported-protocol-version'
+  | 'method-not-found'
+  | 'missing-capability'
+  | 'capacity'
+  | 'shutting-down'
+  | 'internal';
+
+/** The JSON-RPC code of each refusal (spec §6). */
+const REFUSAL_RPC_CODE: Readonly<Record<RefusalReason, number>> = Object.freeze({
+  'parse-error': RpcErrorCode.ParseError,
+  'invalid-request': RpcErrorCode.InvalidRequest,
+  'unsupported-media-type': RpcErrorCode.InvalidRequest,
+  'not-acceptable': RpcErrorCode.InvalidRequest,
+  'body-too-large': RpcErrorCode.InvalidRequest,
+  'invalid-params': RpcErrorCode.InvalidParams,
+  'header-mismatch': RpcErrorCode.HeaderMismatch,
+  'unsupported-protocol-version': RpcErrorCode.UnsupportedProtocolVersion,
+  'method-not-found': RpcErrorCode.MethodNotFound,
+  'missing-capability': RpcErrorCode.MissingRequiredClientCapability,
+  capacity: RpcErrorCode.InternalError,
+  'shutting-down': RpcErrorCode.InternalError,
+  internal: RpcErrorCode.InternalError,
+});
+
+/**
+ * A client's request refused with a JSON-RPC error before any stream opened. lib/http.ts writes it
+ * as a JSON-RPC error response, with the HTTP status of its `reason`.
  */
 export class ProtocolError extends McpSubscriptionsError {
+  /** Why the request was refused: decides the JSON-RPC code and the HTTP status. */
+  readonly reason: RefusalReason;
   /** The JSON-RPC error code (see {@link RpcErrorCode}). */
   readonly rpcCode: number;
   /** The JSON-RPC error's `data`, when the spec defines one. */
   readonly data: unknown;
-  /** The HTTP status to answer with. */
-  readonly httpStatus: number;
-  /** Extra HTTP response headers (e.g. `Retry-After`). */
-  readonly headers: Readonly<Record<string, string>>;
   /** The request's id, echoed in the error response; `null` when it could not be read. */
   readonly id: string | number | null;
+  /** Seconds a `Retry-After` header names, for the refusals a client may retry (capacity, shutdown). */
+  readonly retryAfterSeconds: number | undefined;
 
   constructor(
-    rpcCode: number,
+    reason: RefusalReason,
     message: string,
-    options: {
-      id?: string | number | null;
-      data?: unknown;
-      httpStatus?: number;
-      headers?: Record<string, string>;
-    } = {},
+    options: { id?: string | number | null; data?: unknown; retryAfterSeconds?: number } = {},
   ) {
     super(ErrorCode.Protocol, message);
-    this.rpcCode = rpcCode;
+    this.reason = reason;
+    this.rpcCode = REFUSAL_RPC_CODE[reason];
     this.id = options.id ?? null;
     this.data = options.data;
-    this.httpStatus = options.httpStatus ?? httpStatusFor(rpcCode);
-    this.headers = Object.freeze({ ...options.headers });
+    this.retryAfterSeconds = options.retryAfterSeconds;
   }
 }
 
 /** The message of the capacity refusal, as the spec words it. */
 export const SUBSCRIPTION_LIMIT_MESSAGE = 'Subscription limit reached';
-
-const HTTP_STATUS: ReadonlyMap<number, number> = new Map([
-  [RpcErrorCode.ParseError, 400],
-  [RpcErrorCode.InvalidRequest, 400],
-  [RpcErrorCode.InvalidParams, 400],
-  [RpcErrorCode.HeaderMismatch, 400],
-  [RpcErrorCode.UnsupportedProtocolVersion, 400],
-  [RpcErrorCode.MissingRequiredClientCapability, 400],
-  [RpcErrorCode.MethodNotFound, 404],
-  // -32603 before a stream opens is only ever the capacity refusal (spec §6).
-  [RpcErrorCode.InternalError, 503],
-]);
-
-/** The HTTP status for a JSON-RPC error raised before a listen stream opens (spec §6). */
-export function httpStatusFor(rpcCode: number): number {
-  return HTTP_STATUS.get(rpcCode) ?? 400;
-}
 
 /** Whether `error` is one of this package's errors with the given code, across package copies. */
 export function hasErrorCode(error: unknown, code: string): boolean {

@@ -1,7 +1,7 @@
 /**
- * The change events host code publishes, and the wire names they map to. A leaf module: it imports
- * nothing of ours.
+ * The change events host code publishes, and the wire names they map to. It imports only types.
  */
+import type { SubscriptionEventKind } from './types.ts';
 
 /** `_meta` key that tags every message of a listen stream with the listen request's id (spec §3). */
 export const SUBSCRIPTION_ID_META_KEY = 'io.modelcontextprotocol/subscriptionId';
@@ -16,52 +16,6 @@ export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
 /** The protocol revisions this library serves listen for. */
 export const SUPPORTED_PROTOCOL_VERSIONS: readonly string[] = Object.freeze(['2026-07-28']);
 
-/** The JSON-RPC request id of a listen request: used verbatim as its subscription id. */
-export type RequestId = string | number;
-
-/** The state of a task, as the Tasks extension's `notifications/tasks` carries it (spec §7). */
-export interface TaskState {
-  readonly taskId: string;
-  readonly status: 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
-  readonly statusMessage?: string;
-  /** ISO 8601 timestamp. */
-  readonly createdAt: string;
-  /** ISO 8601 timestamp. */
-  readonly lastUpdatedAt: string;
-  readonly ttlMs: number | null;
-  readonly pollIntervalMs?: number;
-  readonly [field: string]: unknown;
-}
-
-/**
- * A change event. The first four are the official SDK's `ServerEvent` shapes (`kind` and, for
- * `resource_updated`, `uri`), so a hub can stand in for the SDK's `ServerEventBus`.
- */
-export type SubscriptionEvent =
-  | { readonly kind: 'tools_list_changed' }
-  | { readonly kind: 'prompts_list_changed' }
-  | { readonly kind: 'resources_list_changed' }
-  | { readonly kind: 'resource_updated'; readonly uri: string }
-  | {
-      readonly kind: 'task_status';
-      /** The task's full state, sent as the notification's params. */
-      readonly task: TaskState;
-      /** The principal that owns the task: only its streams receive the event. */
-      readonly owner: string;
-    };
-
-/**
- * The four MCP change events, exactly the official SDK's `ServerEvent` kinds: what a `ServerEventBus`
- * listener understands.
- */
-export type McpChangeEvent = Exclude<SubscriptionEvent, { readonly kind: 'task_status' }>;
-
-/** The `kind` of a {@link SubscriptionEvent}. */
-export type SubscriptionEventKind = SubscriptionEvent['kind'];
-
-/** The list-change kinds: level-triggered events that carry nothing but their kind. */
-export type ListChangedKind = 'tools_list_changed' | 'prompts_list_changed' | 'resources_list_changed';
-
 /** The notification method each event kind is written as (spec §3). */
 export const NOTIFICATION_METHODS: Readonly<Record<SubscriptionEventKind, string>> = Object.freeze({
   tools_list_changed: 'notifications/tools/list_changed',
@@ -70,12 +24,3 @@ export const NOTIFICATION_METHODS: Readonly<Record<SubscriptionEventKind, string
   resource_updated: 'notifications/resources/updated',
   task_status: 'notifications/tasks',
 });
-
-/** The filter of a listen request, after validation (spec §1). Absent means "not wanted". */
-export interface NotificationFilter {
-  readonly toolsListChanged?: true;
-  readonly promptsListChanged?: true;
-  readonly resourcesListChanged?: true;
-  readonly resourceSubscriptions?: readonly string[];
-  readonly taskIds?: readonly string[];
-}

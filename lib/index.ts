@@ -1,77 +1,65 @@
 /**
- * mcp-subscriptions: the framework-free engine. Adapters (`mcp-subscriptions/express`, …) import
- * from here and nowhere else in `lib/`.
+ * `mcp-subscriptions`: `subscriptions/listen` (MCP 2026-07-28) for the host app's own MCP server.
+ *
+ * This entry is what users call: the hub that host services publish to, the capability declaration
+ * that narrows acknowledgements and feeds `server/discover`, the in-memory bus, the errors (checked
+ * by their `code`) and the diagnostics channels. Every option and type is documented in
+ * lib/types.ts and re-exported here. The framework faces are entries of their own:
+ * `mcp-subscriptions/express` and `mcp-subscriptions/nest`.
+ *
+ * Deliberately NOT exported, and why:
+ * - The listen engine (`createListenHandler`), the request parser, the SSE writer (`ListenStream`),
+ *   and the HTTP plumbing the adapters share (body reading, `routeOf`, `serveNodeRequest`, the
+ *   refusal status table): they live behind lib/internal.ts, which the package's `exports` do not
+ *   publish. They change whenever the adapters need them to, and an app that mounts the middleware or
+ *   the module never calls them. Writing your own adapter (raw `node:http`, Fastify) is not a public
+ *   API yet: ask for it in an issue, and it will get a documented, versioned entry of its own.
+ * - The option validators and `resolve*Options()`: options are validated by the constructors and
+ *   factories that take them, with a coded `OptionsError`.
+ * - Wire constants (`_meta` keys, method names, JSON-RPC codes): the spec owns them.
  */
-export { SubscriptionHub, resolveHubOptions } from './subscription-hub.ts';
-export type {
-  HubStats,
-  OpenInit,
-  PublishReport,
-  Reservation,
-  ResolvedHubOptions,
-  SubscriptionHubOptions,
-} from './subscription-hub.ts';
-export { createListenHandler, isJsonContentType, resolveListenOptions, routeOf, writeProtocolError } from './listen.ts';
-export type {
-  CheckContext,
-  ListenHandler,
-  ListenHandlerOptions,
-  ListenInput,
-  ResolvedListenOptions,
-  ResourceCheck,
-} from './listen.ts';
-export { ListenStream } from './listen-stream.ts';
-export type { CloseReason, DeliverOutcome, StreamResponse } from './listen-stream.ts';
+export { SubscriptionHub } from './subscription-hub.ts';
 export { MemoryBus } from './bus.ts';
-export type { BusMember, SubscriptionBus } from './bus.ts';
 export { defineCapabilities, toServerCapabilities } from './capabilities.ts';
-export type { ResolvedCapabilities, ServerCapabilitiesFragment, SubscriptionCapabilities } from './capabilities.ts';
 export {
-  describeValue,
+  CheckTimeoutError,
   ErrorCode,
   EventError,
   hasErrorCode,
-  httpStatusFor,
   McpSubscriptionsError,
   OptionsError,
-  ProtocolError,
-  RpcErrorCode,
-  SUBSCRIPTION_LIMIT_MESSAGE,
 } from './errors.ts';
-export {
-  CLIENT_CAPABILITIES_META_KEY,
-  NOTIFICATION_METHODS,
-  PROTOCOL_VERSION_META_KEY,
-  SERVER_INFO_META_KEY,
-  SUBSCRIPTION_ID_META_KEY,
-  SUPPORTED_PROTOCOL_VERSIONS,
-  TASKS_EXTENSION,
-} from './events.ts';
+export type { ErrorCodeValue } from './errors.ts';
+export { DiagnosticsChannel } from './diagnostics.ts';
 export type {
+  BusMember,
+  CheckContext,
+  CheckErrorMessage,
+  CloseReason,
+  FilterSummary,
+  HubStats,
   ListChangedKind,
+  ListenHandlerOptions,
+  Logger,
   McpChangeEvent,
+  NodeAdapterOptions,
   NotificationFilter,
+  OverflowMessage,
+  OverflowPolicy,
+  PublishMessage,
+  PublishReport,
   RequestId,
+  ResolvedCapabilities,
+  ResolvedHubOptions,
+  ResolvedListenOptions,
+  ResourceCheck,
+  ServerCapabilitiesFragment,
+  StreamCloseMessage,
+  StreamOpenMessage,
+  SubscriptionBus,
+  SubscriptionCapabilities,
   SubscriptionEvent,
   SubscriptionEventKind,
+  SubscriptionHubOptions,
   TaskState,
-} from './events.ts';
-export { CheckTimeoutError } from './authorize.ts';
-export { durationMs, MAX_TIMER_MS, optionalFunction, positiveInteger } from './options.ts';
-export { consoleLogger, DiagnosticsChannel } from './diagnostics.ts';
-export type { Logger } from './diagnostics.ts';
-export { CANCELLED_METHOD, LISTEN_METHOD, isAbsoluteUri, parseJsonBody, parseListenRequest } from './protocol.ts';
-export type { HeaderBag, ListenRequest, ParseOptions } from './protocol.ts';
-export { OVERFLOW_POLICIES } from './stream-queue.ts';
-export type { OverflowPolicy } from './stream-queue.ts';
-export { SSE_HEADERS, KEEPALIVE_FRAME } from './sse.ts';
-export {
-  bodyTooLarge,
-  bodyWasParsed,
-  DEFAULT_MAX_BODY_BYTES,
-  defaultPrincipal,
-  leaveParsedBody,
-  readRequestBody,
-  serveNodeRequest,
-} from './node-request.ts';
-export type { NodeRequest, NodeServeOptions } from './node-request.ts';
+} from './types.ts';

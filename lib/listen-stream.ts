@@ -2,40 +2,9 @@
  * One listen response: SSE headers, the acknowledgement, events batched per tick and written under
  * socket backpressure, keepalives, and exactly-once teardown. The only writer of SSE bytes.
  */
-import type { NotificationFilter, RequestId } from './events.ts';
 import { KEEPALIVE_FRAME, SSE_HEADERS, type SplitFrame } from './sse.ts';
-import { StreamQueue, type OverflowPolicy, type QueueOutcome } from './stream-queue.ts';
-
-/**
- * The part of Node's `ServerResponse` a stream uses. Adapters hand the raw response of their
- * framework (Express's `res`, Fastify's `reply.raw`, Nest's underlying response).
- */
-export interface StreamResponse {
-  writeHead(statusCode: number, headers: Record<string, string>): unknown;
-  write(chunk: string): boolean;
-  end(chunk?: string): unknown;
-  on(event: 'drain' | 'close', listener: () => void): unknown;
-  once(event: 'drain' | 'close', listener: () => void): unknown;
-  removeListener(event: 'drain' | 'close', listener: () => void): unknown;
-  destroy(): unknown;
-  readonly destroyed: boolean;
-  readonly writableEnded: boolean;
-  readonly headersSent: boolean;
-  readonly socket?: { setNoDelay?(noDelay?: boolean): unknown } | null;
-}
-
-/** Why a stream ended. */
-export type CloseReason =
-  /** The client closed the response (HTTP cancellation, spec §4). */
-  | 'client'
-  /** The client posted `notifications/cancelled` for it. */
-  | 'cancelled'
-  /** The server completed it gracefully (`hub.complete()`, shutdown). */
-  | 'complete'
-  /** Nothing of the filter was honoured: acknowledged, then completed at once. */
-  | 'empty'
-  /** Its queue overflowed under the `'close'` policy. */
-  | 'overflow';
+import { StreamQueue, type QueueOutcome } from './stream-queue.ts';
+import type { CloseReason, NotificationFilter, OverflowPolicy, RequestId, StreamResponse } from './types.ts';
 
 /** Counters a stream adds to; owned by its hub. */
 export interface StreamCounters {

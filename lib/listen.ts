@@ -1,152 +1,108 @@
 /**
  * One listen request, end to end: parse, reserve a slot, authorize every URI and task id, open the
  * stream, acknowledge, register with the hub. Adapters call {@link createListenHandler} once and hand
- * each request's body, headers, principal and raw response to it.
+ * each request's body, headers, principal and raw response to it; lib/http.ts is its HTTP face.
  */
 import { authorizeEach, type ItemCheck } from './authorize.ts';
-import { defineCapabilities, type ResolvedCapabilities, type SubscriptionCapabilities } from './capabilities.ts';
-import { checkErrorChannel, type Logger } from './diagnostics.ts';
-import { describeValue, hasErrorCode, ErrorCode, OptionsError, ProtocolError, RpcErrorCode } from './errors.ts';
-import { durationOrFalse, optionalFunction, optionsObject, positiveInteger } from './options.ts';
-import { SUPPORTED_PROTOCOL_VERSIONS, type NotificationFilter, type RequestId } from './events.ts';
-import type { StreamResponse } from './listen-stream.ts';
+import { defineCapabilities } from './capabilities.ts';
+import { checkErrorChannel } from './diagnostics.ts';
+import { describeValue, hasErrorCode, ErrorCode, OptionsError, ProtocolError } from './errors.ts';
+import { SUPPORTED_PROTOCOL_VERSIONS } from './events.ts';
+import { negotiate, writeProtocolError } from './http.ts';
 import {
   ackFrame,
   cancelledRequestId,
-  CANCELLED_METHOD,
   echoableId,
-  errorResponseJson,
-  LISTEN_METHOD,
   parseJsonBody,
   parseListenRequest,
   resultFrame,
-  type HeaderBag,
   type ListenRequest,
 } from './protocol.ts';
 import type { SubscriptionHub } from './subscription-hub.ts';
+import type {
+  CheckContext,
+  CheckErrorMessage,
+  ListenHandler,
+  ListenHandlerOptions,
+  ListenInput,
+  NotificationFilter,
+  RequestId,
+  ResolvedListenOptions,
+  StreamResponse,
+} from './types.ts';
+import {
+  durationOrFalse,
+  knownKeys,
+  optionalFunction,
+  optionKeys,
+  optionsObject,
+  positiveInteger,
+} from './validate.ts';
 
-/** What the host's checks and hooks are told about the caller. */
-export interface CheckContext<Req = unknown> {
-  /** The caller's identity, as the adapter resolved it from the host's auth. */
-  readonly principal: string;
-  /** The framework's request (Express `req`, …), for checks that need the host's own auth state. */
-  readonly request: Req;
-  /**
-   * Aborted when the client goes away before its stream opens: pass it to your database calls so
-   * that an abandoned listen stops costing. (A check that times out is abandoned, not stopped.)
-   */
-  readonly signal: AbortSignal;
+/** Every key of {@link ListenHandlerOptions}, checked against the interface by the compiler. */
+export const LISTEN_OPTION_KEYS = optionKeys<ListenHandlerOptions>({
+  hub: true,
+  capabilities: true,
+  canRead: true,
+  handleSubscribeResource: true,
+  canAccessTask: true,
+  keepAliveMs: true,
+  maxFilterEntries: true,
+  authorizeConcurrency: true,
+  authorizeTimeoutMs: true,
+  protocolVersions: true,
+  serverInfo: true,
+  logger: true,
+});
+
+/** The hub's own options, which a listen entry point is sometimes handed by mistake. */
+const HUB_OPTION_HINT = 'it is an option of `new SubscriptionHub()`; pass it there and hand the hub over as `hub`';
+
+/** Which entry point is validating, so that its keys and its name appear in unknown-key errors. */
+export interface ListenOptionsScope {
+  /** The entry point as users write it, e.g. `mcpSubscriptions()`. */
+  readonly where: string;
+  /** Keys the entry point takes besides the listen options (e.g. `principal`, `maxBodyBytes`). */
+  readonly extraKeys?: readonly string[];
+  /** Keys that belong elsewhere, each with a hint saying where. */
+  readonly elsewhere?: Readonly<Record<string, string>>;
 }
+
+const HUB_KEYS = [
+  'maxBuffer',
+  'overflow',
+  'maxSubscriptions',
+  'maxSubscriptionsPerPrincipal',
+  'bus',
+  'completeTimeoutMs',
+  'retryAfterSeconds',
+];
 
 /**
- * A host check of one URI or task id. Only `true` admits it; `false`, a throw, a rejection or a
- * timeout leaves it out silently.
+ * Applies defaults to listen options and validates them; never mutates its input. Unknown keys are
+ * refused, with the nearest known one suggested.
  */
-export type ResourceCheck<Req = unknown> = (item: string, context: CheckContext<Req>) => boolean | PromiseLike<boolean>;
-
-/** Options of {@link createListenHandler}; the adapters take the same. */
-export interface ListenHandlerOptions<Req = unknown> {
-  /** The hub whose events the streams deliver. Required. */
-  readonly hub: SubscriptionHub;
-  /**
-   * What the server offers, declared once: the acknowledgement is narrowed to it, and
-   * `toServerCapabilities()` of the same object is what `server/discover` should advertise. Required.
-   */
-  readonly capabilities: SubscriptionCapabilities;
-  /**
-   * The read check `resources/read` uses: may this caller read `uri`? Required when
-   * `capabilities.resourceSubscriptions` is on: a URI nobody checked is never honoured.
-   */
-  readonly canRead?: ResourceCheck<Req>;
-  /**
-   * The subscribe hook (ConduitMCP's `handle_subscribe_resource`), run after `canRead` passed: may this
-   * URI be subscribed to here (a scheme you serve, a resource you can watch)?
-   * @default accepts every readable URI
-   */
-  readonly handleSubscribeResource?: ResourceCheck<Req>;
-  /**
-   * Tasks extension: does the caller own `taskId` (and does it exist)? Required when
-   * `capabilities.tasks` is on. An unknown id and a foreign one must both answer `false`.
-   */
-  readonly canAccessTask?: ResourceCheck<Req>;
-  /** Interval of SSE keepalive comments, or `false` for none. @default 15000 */
-  readonly keepAliveMs?: number | false;
-  /** Most URIs, and most task ids, one listen request may name. @default 1000 */
-  readonly maxFilterEntries?: number;
-  /** Checks in flight at once for one listen request. @default 16 */
-  readonly authorizeConcurrency?: number;
-  /** How long one check may take before its URI is dropped, or `false` for no limit. @default 5000 */
-  readonly authorizeTimeoutMs?: number | false;
-  /** Protocol revisions served. @default ['2026-07-28'] */
-  readonly protocolVersions?: readonly string[];
-  /** Stamped on the terminal result's `_meta` as `io.modelcontextprotocol/serverInfo`. @default none */
-  readonly serverInfo?: { readonly name: string; readonly version: string; readonly [key: string]: unknown };
-  /** Where failed checks are reported. @default the hub's logger */
-  readonly logger?: Logger;
-}
-
-/** Listen options after defaults and validation. */
-export interface ResolvedListenOptions<Req = unknown> {
-  readonly hub: SubscriptionHub;
-  readonly capabilities: ResolvedCapabilities;
-  readonly canRead: ResourceCheck<Req> | undefined;
-  readonly handleSubscribeResource: ResourceCheck<Req> | undefined;
-  readonly canAccessTask: ResourceCheck<Req> | undefined;
-  readonly keepAliveMs: number | false;
-  readonly maxFilterEntries: number;
-  readonly authorizeConcurrency: number;
-  readonly authorizeTimeoutMs: number | false;
-  readonly protocolVersions: readonly string[];
-  readonly serverInfo: ListenHandlerOptions['serverInfo'];
-  readonly logger: Logger;
-}
-
-/** One request as an adapter hands it over. */
-export interface ListenInput<Req = unknown> {
-  /** The parsed JSON body; or `undefined` with `rawBody` set when the adapter read the bytes itself. */
-  readonly body?: unknown;
-  /** The body's bytes, when no body parser ran. */
-  readonly rawBody?: string | Buffer;
-  readonly headers: HeaderBag;
-  readonly principal: string;
-  readonly request: Req;
-}
-
-/** The engine's face to adapters. */
-export interface ListenHandler<Req = unknown> {
-  readonly options: ResolvedListenOptions<Req>;
-  /**
-   * Serves one listen request on `res`: a JSON-RPC error response before any stream opens, or the
-   * stream. Never rejects: runtime failures are logged and close only this response.
-   */
-  handle(input: ListenInput<Req>, res: StreamResponse): Promise<void>;
-  /**
-   * Handles a `notifications/cancelled` body: closes the caller's open streams it names. Returns
-   * `false` when it names none (the adapter passes it on to the host's MCP server).
-   */
-  cancel(principal: string, body: unknown): boolean;
-}
-
-/** Which of ours a request is, from its parsed body (or `undefined` when unparseable) and headers. */
-export function routeOf(body: unknown, headers: HeaderBag): 'listen' | 'cancelled' | 'other' {
-  const method =
-    typeof body === 'object' && body !== null && !Array.isArray(body)
-      ? (body as { method?: unknown }).method
-      : undefined;
-  if (method === LISTEN_METHOD || headers['mcp-method'] === LISTEN_METHOD) return 'listen';
-  if (method === CANCELLED_METHOD) return 'cancelled';
-  return 'other';
-}
-
-/** Applies defaults to listen options and validates them; never mutates its input. */
-export function resolveListenOptions<Req>(options: ListenHandlerOptions<Req>): ResolvedListenOptions<Req> {
+export function resolveListenOptions<Req>(
+  options: ListenHandlerOptions<Req>,
+  scope: ListenOptionsScope = { where: 'createListenHandler()' },
+): ResolvedListenOptions<Req> {
   optionsObject(options);
+  const elsewhere: Record<string, string> = {};
+  for (const key of HUB_KEYS) elsewhere[key] = HUB_OPTION_HINT;
+  knownKeys(options, [...LISTEN_OPTION_KEYS, ...(scope.extraKeys ?? [])], scope.where, {
+    ...elsewhere,
+    ...scope.elsewhere,
+  });
   const hub = options.hub as SubscriptionHub | undefined;
   if (typeof hub !== 'object' || hub === null || typeof hub.reserve !== 'function') {
-    throw new OptionsError(`Expected \`hub\` to be a SubscriptionHub, got ${describeValue(hub)}`);
+    throw new OptionsError(
+      hub === undefined ? ErrorCode.MissingOption : ErrorCode.InvalidHub,
+      `Expected \`hub\` to be a SubscriptionHub, got ${describeValue(hub)}`,
+    );
   }
   if (options.capabilities === undefined) {
     throw new OptionsError(
+      ErrorCode.MissingOption,
       'Expected `capabilities` to declare what the server offers, e.g. `{ toolsListChanged: true, resourceSubscriptions: true }`',
     );
   }
@@ -156,11 +112,13 @@ export function resolveListenOptions<Req>(options: ListenHandlerOptions<Req>): R
   optionalFunction('canAccessTask', options.canAccessTask);
   if (capabilities.resourceSubscriptions && options.canRead === undefined) {
     throw new OptionsError(
+      ErrorCode.MissingOption,
       'Expected `canRead` (the read check your resources/read uses) since `capabilities.resourceSubscriptions` is on',
     );
   }
   if (capabilities.tasks && options.canAccessTask === undefined) {
     throw new OptionsError(
+      ErrorCode.MissingOption,
       'Expected `canAccessTask` (does the caller own this task?) since `capabilities.tasks` is on',
     );
   }
@@ -170,10 +128,16 @@ export function resolveListenOptions<Req>(options: ListenHandlerOptions<Req>): R
     protocolVersions.length === 0 ||
     protocolVersions.some((v) => typeof v !== 'string')
   ) {
-    throw new OptionsError('Expected `protocolVersions` to be a non-empty array of strings');
+    throw new OptionsError(
+      ErrorCode.InvalidProtocolVersions,
+      `Expected \`protocolVersions\` to be a non-empty array of strings, got ${describeValue(protocolVersions)}`,
+    );
   }
   if (options.serverInfo !== undefined && (typeof options.serverInfo !== 'object' || options.serverInfo === null)) {
-    throw new OptionsError('Expected `serverInfo` to be an object like `{ name, version }`');
+    throw new OptionsError(
+      ErrorCode.InvalidServerInfo,
+      `Expected \`serverInfo\` to be an object like \`{ name, version }\`, got ${describeValue(options.serverInfo)}`,
+    );
   }
   return Object.freeze({
     hub,
@@ -191,52 +155,15 @@ export function resolveListenOptions<Req>(options: ListenHandlerOptions<Req>): R
   });
 }
 
-/** Writes a JSON-RPC error response: the one place errors raised before a stream opens are written. */
-export function writeProtocolError(res: StreamResponse, error: ProtocolError): void {
-  if (res.headersSent || res.destroyed) return;
-  res.writeHead(error.httpStatus, { 'Content-Type': 'application/json', ...error.headers });
-  res.end(errorResponseJson(error));
-}
-
-const JSON_CONTENT_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
-
-/** Whether a Content-Type header names JSON (`application/json`, `application/*+json`, parameters allowed). */
-export function isJsonContentType(contentType: string | undefined): boolean {
-  return contentType !== undefined && JSON_CONTENT_TYPE.test(contentType);
-}
-const ACCEPTS_SSE = /(?:^|,)\s*(?:text\/event-stream|text\/\*|\*\/\*)\s*(?:;|,|$)/i;
-
-function checkHttp(headers: HeaderBag, body: unknown): void {
-  const contentType = headers['content-type'];
-  if (typeof contentType === 'string' && !isJsonContentType(contentType)) {
-    throw new ProtocolError(
-      RpcErrorCode.InvalidRequest,
-      'Unsupported Media Type: Content-Type must be application/json',
-      {
-        id: echoableId(body),
-        httpStatus: 415,
-      },
-    );
-  }
-  const accept = headers.accept;
-  if (typeof accept === 'string' && !ACCEPTS_SSE.test(accept)) {
-    throw new ProtocolError(
-      RpcErrorCode.InvalidRequest,
-      'Not Acceptable: the Accept header must list text/event-stream',
-      {
-        id: echoableId(body),
-        httpStatus: 406,
-      },
-    );
-  }
-}
-
 /**
  * Creates the listen engine an adapter serves requests with. Options are validated here; a mistake
  * throws an `OptionsError` naming the field.
  */
-export function createListenHandler<Req = unknown>(options: ListenHandlerOptions<Req>): ListenHandler<Req> {
-  const resolved = resolveListenOptions(options);
+export function createListenHandler<Req = unknown>(
+  options: ListenHandlerOptions<Req>,
+  scope?: ListenOptionsScope,
+): ListenHandler<Req> {
+  const resolved = resolveListenOptions(options, scope);
   const { hub, capabilities, logger } = resolved;
   const parseOptions = {
     protocolVersions: resolved.protocolVersions,
@@ -258,7 +185,7 @@ export function createListenHandler<Req = unknown>(options: ListenHandlerOptions
       // The host's error may quote the URI: telemetry gets its name and code only.
       if (checkErrorChannel.hasSubscribers) {
         const { name, code } = (error ?? {}) as { name?: unknown; code?: unknown };
-        checkErrorChannel.publish({ stage: hook, errorName: name, errorCode: code });
+        checkErrorChannel.publish({ stage: hook, errorName: name, errorCode: code } satisfies CheckErrorMessage);
       }
     };
   const onResourceError = onCheckError('resource');
@@ -292,7 +219,7 @@ export function createListenHandler<Req = unknown>(options: ListenHandlerOptions
     let id: RequestId | null = null;
     try {
       // HTTP-level checks come first: a body that is not JSON by its Content-Type is not parsed.
-      checkHttp(input.headers, input.body);
+      negotiate(input.headers, input.body);
       // The body is read into locals only: an open stream must not pin a large request in memory.
       const body =
         input.body !== undefined || input.rawBody === undefined ? input.body : parseJsonBody(String(input.rawBody));
@@ -351,7 +278,7 @@ export function createListenHandler<Req = unknown>(options: ListenHandlerOptions
 
   function fail(res: StreamResponse, error: unknown, id: RequestId | null): void {
     logger.error('subscriptions/listen failed', { error });
-    writeProtocolError(res, new ProtocolError(RpcErrorCode.InternalError, 'Internal error', { id, httpStatus: 500 }));
+    writeProtocolError(res, new ProtocolError('internal', 'Internal error', { id }));
     if (res.headersSent && !res.writableEnded && !res.destroyed) res.destroy();
   }
 

@@ -10,20 +10,15 @@ import {
   SERVER_INFO_META_KEY,
   SUBSCRIPTION_ID_META_KEY,
   TASKS_EXTENSION,
-  type NotificationFilter,
-  type RequestId,
-  type SubscriptionEvent,
 } from './events.ts';
-import { describeValue, EventError, ProtocolError, RpcErrorCode } from './errors.ts';
+import { describeValue, EventError, ProtocolError } from './errors.ts';
 import { sseFrame, splitFrame, type SplitFrame } from './sse.ts';
+import type { HeaderBag, NotificationFilter, RequestId, SubscriptionEvent } from './types.ts';
 
 /** The listen method's name. */
 export const LISTEN_METHOD = 'subscriptions/listen';
 /** The cancellation notification's method. */
 export const CANCELLED_METHOD = 'notifications/cancelled';
-
-/** Request headers as Node gives them: lower-case names. */
-export type HeaderBag = Readonly<Record<string, string | readonly string[] | undefined>>;
 
 /** A validated listen request: what the engine needs, and nothing of the body besides. */
 export interface ListenRequest {
@@ -67,7 +62,7 @@ function header(headers: HeaderBag, name: string): string | undefined {
 }
 
 function invalidParams(message: string, id: RequestId | null): ProtocolError {
-  return new ProtocolError(RpcErrorCode.InvalidParams, `Invalid params: ${message}`, { id });
+  return new ProtocolError('invalid-params', `Invalid params: ${message}`, { id });
 }
 
 /** Parses a body's text, or throws the -32700 error (spec §6, first row). */
@@ -75,7 +70,7 @@ export function parseJsonBody(text: string): unknown {
   try {
     return JSON.parse(text) as unknown;
   } catch {
-    throw new ProtocolError(RpcErrorCode.ParseError, 'Parse error: the request body is not valid JSON', {
+    throw new ProtocolError('parse-error', 'Parse error: the request body is not valid JSON', {
       id: null,
     });
   }
@@ -96,7 +91,7 @@ export function parseListenRequest(body: unknown, headers: HeaderBag, options: P
   // -32600: a single JSON-RPC request object.
   if (!isObject(body)) {
     throw new ProtocolError(
-      RpcErrorCode.InvalidRequest,
+      'invalid-request',
       Array.isArray(body)
         ? 'Invalid Request: batches are not supported; send a single JSON-RPC request object'
         : 'Invalid Request: the body must be a single JSON-RPC request object',
@@ -105,20 +100,20 @@ export function parseListenRequest(body: unknown, headers: HeaderBag, options: P
   }
   const id = echoableId(body);
   if (body.jsonrpc !== '2.0') {
-    throw new ProtocolError(RpcErrorCode.InvalidRequest, 'Invalid Request: `jsonrpc` must be "2.0"', { id });
+    throw new ProtocolError('invalid-request', 'Invalid Request: `jsonrpc` must be "2.0"', { id });
   }
   if (id === null) {
     throw new ProtocolError(
-      RpcErrorCode.InvalidRequest,
+      'invalid-request',
       'Invalid Request: `id` must be a string or a number (subscriptions/listen is a request, not a notification)',
       { id: null },
     );
   }
   if (typeof body.method !== 'string') {
-    throw new ProtocolError(RpcErrorCode.InvalidRequest, 'Invalid Request: `method` must be a string', { id });
+    throw new ProtocolError('invalid-request', 'Invalid Request: `method` must be a string', { id });
   }
   if (body.params !== undefined && !isObject(body.params)) {
-    throw new ProtocolError(RpcErrorCode.InvalidRequest, 'Invalid Request: `params` must be an object', { id });
+    throw new ProtocolError('invalid-request', 'Invalid Request: `params` must be an object', { id });
   }
 
   // -32602: the request envelope in `_meta`.
@@ -141,7 +136,7 @@ export function parseListenRequest(body: unknown, headers: HeaderBag, options: P
   const versionHeader = header(headers, 'mcp-protocol-version');
   if (versionHeader !== protocolVersion) {
     throw new ProtocolError(
-      RpcErrorCode.HeaderMismatch,
+      'header-mismatch',
       versionHeader === undefined
         ? 'Header mismatch: the MCP-Protocol-Version header is required'
         : 'Header mismatch: the MCP-Protocol-Version header differs from `params._meta` protocol version',
@@ -151,7 +146,7 @@ export function parseListenRequest(body: unknown, headers: HeaderBag, options: P
   const methodHeader = header(headers, 'mcp-method');
   if (methodHeader !== body.method) {
     throw new ProtocolError(
-      RpcErrorCode.HeaderMismatch,
+      'header-mismatch',
       methodHeader === undefined
         ? 'Header mismatch: the Mcp-Method header is required'
         : 'Header mismatch: the Mcp-Method header differs from the body `method`',
@@ -162,14 +157,14 @@ export function parseListenRequest(body: unknown, headers: HeaderBag, options: P
   // -32022: a revision we serve.
   if (!options.protocolVersions.includes(protocolVersion)) {
     throw new ProtocolError(
-      RpcErrorCode.UnsupportedProtocolVersion,
+      'unsupported-protocol-version',
       `Unsupported protocol version: supported versions are ${options.protocolVersions.join(', ')}`,
       { id, data: { supported: [...options.protocolVersions], requested: protocolVersion } },
     );
   }
 
   if (body.method !== LISTEN_METHOD) {
-    throw new ProtocolError(RpcErrorCode.MethodNotFound, 'Method not found', { id });
+    throw new ProtocolError('method-not-found', 'Method not found', { id });
   }
 
   const notifications = params.notifications;
@@ -179,7 +174,7 @@ export function parseListenRequest(body: unknown, headers: HeaderBag, options: P
     const extensions = clientCapabilities.extensions;
     if (!isObject(extensions) || !isObject(extensions[TASKS_EXTENSION])) {
       throw new ProtocolError(
-        RpcErrorCode.MissingRequiredClientCapability,
+        'missing-capability',
         `Missing required client capability: \`taskIds\` needs the ${TASKS_EXTENSION} extension declared in \`clientCapabilities.extensions\``,
         { id, data: { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } } },
       );

@@ -2,15 +2,7 @@
  * The bounded, coalescing queue of one stream. It only holds frames while the socket pushes back;
  * a stream that keeps up never allocates one.
  */
-
-/**
- * What a full queue does with one more distinct event:
- * - `'drop-oldest'`: forget the oldest queued event, keep the new one (the client learns of the
- *   latest changes first);
- * - `'drop-newest'`: keep what is queued, drop the new one;
- * - `'close'`: end the stream; the client re-listens and refreshes.
- */
-export type OverflowPolicy = 'drop-oldest' | 'drop-newest' | 'close';
+import type { OverflowPolicy } from './types.ts';
 
 /** The overflow policies, for validation. */
 export const OVERFLOW_POLICIES: readonly OverflowPolicy[] = Object.freeze(['drop-oldest', 'drop-newest', 'close']);

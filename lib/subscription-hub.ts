@@ -3,147 +3,100 @@
  * listens for, so that an event costs in proportion to the streams that want it, and joins a bus so
  * that events published on other nodes reach this node's streams too.
  */
-import { MemoryBus, type BusMember, type SubscriptionBus } from './bus.ts';
+import { MemoryBus } from './bus.ts';
 import {
   consoleLogger,
   overflowChannel,
   publishChannel,
   streamCloseChannel,
   streamOpenChannel,
-  type Logger,
 } from './diagnostics.ts';
-import { describeValue, OptionsError, ProtocolError, RpcErrorCode, SUBSCRIPTION_LIMIT_MESSAGE } from './errors.ts';
+import {
+  describeValue,
+  ErrorCode,
+  McpSubscriptionsError,
+  OptionsError,
+  ProtocolError,
+  SUBSCRIPTION_LIMIT_MESSAGE,
+} from './errors.ts';
+import { ListenStream, type StreamCounters } from './listen-stream.ts';
+import { eventFrame, validateEvent } from './protocol.ts';
+import { OVERFLOW_POLICIES } from './stream-queue.ts';
 import type {
+  BusMember,
+  CloseReason,
+  FilterSummary,
+  HubStats,
   ListChangedKind,
   McpChangeEvent,
   NotificationFilter,
+  OpenInit,
+  OverflowMessage,
+  PublishMessage,
+  PublishReport,
   RequestId,
+  Reservation,
+  ResolvedHubOptions,
+  StreamCloseMessage,
+  StreamOpenMessage,
+  StreamResponse,
+  SubscriptionBus,
   SubscriptionEvent,
+  SubscriptionHubOptions,
   TaskState,
-} from './events.ts';
-import { ListenStream, type CloseReason, type StreamCounters, type StreamResponse } from './listen-stream.ts';
-import { durationMs, optionsObject, positiveInteger } from './options.ts';
-import { eventFrame, validateEvent } from './protocol.ts';
-import { OVERFLOW_POLICIES, type OverflowPolicy } from './stream-queue.ts';
+} from './types.ts';
+import {
+  durationMs,
+  knownKeys,
+  oneOf,
+  optionKeys,
+  optionsObject,
+  positiveInteger,
+  positiveIntegerOrFalse,
+} from './validate.ts';
 
-/** Options of {@link SubscriptionHub}. */
-export interface SubscriptionHubOptions {
-  /**
-   * Most events queued per stream while its client does not keep up. Coalescing keeps a queue within
-   * the distinct kinds and URIs of the stream's filter, so this bound only bites on large filters.
-   * @default 100
-   */
-  readonly maxBuffer?: number;
-  /** What a full queue does with one more event. @default 'drop-oldest' */
-  readonly overflow?: OverflowPolicy;
-  /** Open listen streams in this process; the next one is refused with HTTP 503. @default 1024 */
-  readonly maxSubscriptions?: number;
-  /** Open listen streams per principal, or `false` for no per-principal bound. @default false */
-  readonly maxSubscriptionsPerPrincipal?: number | false;
-  /** Carries events between the hubs of several nodes. @default new MemoryBus() */
-  readonly bus?: SubscriptionBus;
-  /** Where runtime failures are reported. @default console */
-  readonly logger?: Logger;
-  /**
-   * How long `complete()` waits for a client that does not read its last events before cutting it off.
-   * @default 3000
-   */
-  readonly completeTimeoutMs?: number;
-  /** Seconds the `Retry-After` header of a capacity refusal names. @default 1 */
-  readonly retryAfterSeconds?: number;
-}
+/** Every key of {@link SubscriptionHubOptions}, checked against the interface by the compiler. */
+export const HUB_OPTION_KEYS = optionKeys<SubscriptionHubOptions>({
+  maxBuffer: true,
+  overflow: true,
+  maxSubscriptions: true,
+  maxSubscriptionsPerPrincipal: true,
+  bus: true,
+  logger: true,
+  completeTimeoutMs: true,
+  retryAfterSeconds: true,
+});
 
-/** The hub's options after defaults and validation. */
-export type ResolvedHubOptions = Readonly<Required<SubscriptionHubOptions>>;
-
-/** What one publish did on this node. */
-export interface PublishReport {
-  /** Streams whose honoured filter wanted the event. */
-  matched: number;
-  /** Streams that took it for writing at the end of this tick (not queued behind a slow socket). */
-  written: number;
-  /** Streams that queued it behind a slow socket. */
-  queued: number;
-  /** Streams that merged it into an identical event already queued. */
-  coalesced: number;
-  /** Streams whose full queue dropped an event for it (see `overflow`). */
-  dropped: number;
-  /** Streams closed by the `'close'` overflow policy. */
-  closed: number;
-}
-
-/** A snapshot of the hub's state and counters since it was created. */
-export interface HubStats {
-  openStreams: number;
-  /** Listen requests holding a slot while their URIs are being authorized. */
-  pendingStreams: number;
-  openByPrincipal: Record<string, number>;
-  /** Open streams per honoured kind: how many want each list change, resource updates, task updates. */
-  listening: {
-    toolsListChanged: number;
-    promptsListChanged: number;
-    resourcesListChanged: number;
-    resourceUris: number;
-    taskIds: number;
-  };
-  /** Events currently queued behind slow sockets, over all streams. */
-  queued: number;
-  /** Events delivered to this node's streams (published here or received from the bus). */
-  published: number;
-  /** Frames handed to sockets (batched per tick; a stream cancelled in the same tick discards its batch). */
-  written: number;
-  coalesced: number;
-  dropped: number;
-  opened: number;
-  closed: Record<CloseReason, number>;
-  /** Ending streams cut off because their client did not read the last frames within `completeTimeoutMs`. */
-  cutOff: number;
-  refused: number;
-  maxSubscriptions: number;
-  maxBuffer: number;
-}
-
-/** A capacity slot held while a listen request is authorized. */
-export interface Reservation {
-  /** Opens the stream on `res` (headers, then the ack) and registers it; or completes it at once when its filter is empty. */
-  open(res: StreamResponse, init: OpenInit): ListenStream;
-  /** Gives the slot back without opening (the client left, or authorization failed). Idempotent. */
-  release(): void;
-}
-
-/** What {@link Reservation.open} needs besides the response. */
-export interface OpenInit {
-  readonly id: RequestId;
-  readonly filter: NotificationFilter;
-  readonly keepAliveMs: number | false;
-  readonly ackFrame: string;
-  readonly resultFrame: string;
-}
-
-/** Applies defaults to hub options and validates them; never mutates its input. */
+/**
+ * Applies defaults to hub options and validates them; never mutates its input. Unknown keys are
+ * refused, with the nearest known one suggested.
+ */
 export function resolveHubOptions(options: SubscriptionHubOptions = {}): ResolvedHubOptions {
   optionsObject(options);
-  const overflow = options.overflow ?? 'drop-oldest';
-  if (!OVERFLOW_POLICIES.includes(overflow)) {
+  knownKeys(options, HUB_OPTION_KEYS, 'new SubscriptionHub()');
+  const overflow = oneOf('overflow', options.overflow ?? 'drop-oldest', OVERFLOW_POLICIES);
+  const bus = options.bus ?? new MemoryBus();
+  if (typeof (bus as Partial<SubscriptionBus> | null)?.join !== 'function') {
     throw new OptionsError(
-      `Expected \`overflow\` to be one of ${OVERFLOW_POLICIES.map((p) => `'${p}'`).join(', ')}, got ${describeValue(overflow)}`,
+      ErrorCode.InvalidBus,
+      `Expected \`bus\` to implement \`join(onEvent)\`, got ${describeValue(bus)}`,
     );
   }
-  const perPrincipal = options.maxSubscriptionsPerPrincipal ?? false;
-  const bus = options.bus ?? new MemoryBus();
-  if (typeof (bus as Partial<SubscriptionBus>).join !== 'function') {
-    throw new OptionsError('Expected `bus` to implement `join(onEvent)`');
-  }
   const logger = options.logger ?? consoleLogger;
-  if (typeof logger.warn !== 'function' || typeof logger.error !== 'function') {
-    throw new OptionsError('Expected `logger` to have `warn` and `error` methods');
+  if (typeof logger?.warn !== 'function' || typeof logger.error !== 'function') {
+    throw new OptionsError(
+      ErrorCode.InvalidLogger,
+      `Expected \`logger\` to have \`warn\` and \`error\` methods, got ${describeValue(logger)}`,
+    );
   }
   return Object.freeze({
     maxBuffer: positiveInteger('maxBuffer', options.maxBuffer ?? 100),
     overflow,
     maxSubscriptions: positiveInteger('maxSubscriptions', options.maxSubscriptions ?? 1024),
-    maxSubscriptionsPerPrincipal:
-      perPrincipal === false ? false : positiveInteger('maxSubscriptionsPerPrincipal', perPrincipal),
+    maxSubscriptionsPerPrincipal: positiveIntegerOrFalse(
+      'maxSubscriptionsPerPrincipal',
+      options.maxSubscriptionsPerPrincipal ?? false,
+    ),
     bus,
     logger,
     completeTimeoutMs: durationMs('completeTimeoutMs', options.completeTimeoutMs ?? 3000),
@@ -168,7 +121,7 @@ function removeFrom<K>(index: Map<K, Set<ListenStream>>, key: K, stream: ListenS
   if (set.size === 0) index.delete(key);
 }
 
-function filterSummary(filter: NotificationFilter): Record<string, number | boolean> {
+function filterSummary(filter: NotificationFilter): FilterSummary {
   return {
     toolsListChanged: filter.toolsListChanged === true,
     promptsListChanged: filter.promptsListChanged === true,
@@ -301,10 +254,7 @@ export class SubscriptionHub {
       (maxSubscriptionsPerPrincipal !== false && mine >= maxSubscriptionsPerPrincipal)
     ) {
       this.refused++;
-      throw new ProtocolError(RpcErrorCode.InternalError, SUBSCRIPTION_LIMIT_MESSAGE, {
-        id,
-        headers: { 'Retry-After': String(retryAfterSeconds) },
-      });
+      throw new ProtocolError('capacity', SUBSCRIPTION_LIMIT_MESSAGE, { id, retryAfterSeconds });
     }
     this.pending++;
     this.perPrincipal.set(principal, mine + 1);
@@ -318,7 +268,12 @@ export class SubscriptionHub {
     return {
       release,
       open: (res, init) => {
-        if (!held) throw new Error('mcp-subscriptions: a reservation opens at most one stream');
+        if (!held) {
+          throw new McpSubscriptionsError(
+            ErrorCode.Internal,
+            'mcp-subscriptions: a reservation opens at most one stream',
+          );
+        }
         // The hub may have closed while this request's URIs were being checked: nothing would end
         // a stream opened now.
         if (this.closing) {
@@ -402,10 +357,9 @@ export class SubscriptionHub {
   }
 
   private shuttingDown(id: RequestId | null): ProtocolError {
-    return new ProtocolError(RpcErrorCode.InternalError, 'Server is shutting down', {
+    return new ProtocolError('shutting-down', 'Server is shutting down', {
       id,
-      httpStatus: 503,
-      headers: { 'Retry-After': String(this.options.retryAfterSeconds) },
+      retryAfterSeconds: this.options.retryAfterSeconds,
     });
   }
 
@@ -447,7 +401,7 @@ export class SubscriptionHub {
     for (const taskId of filter.taskIds ?? []) addTo(this.byTask, taskId, stream);
     addTo(this.byRequest, requestKey(principal, init.id), stream);
     if (streamOpenChannel.hasSubscribers) {
-      streamOpenChannel.publish({ principal, filter: filterSummary(filter) });
+      streamOpenChannel.publish({ principal, filter: filterSummary(filter) } satisfies StreamOpenMessage);
     }
     return stream;
   }
@@ -465,13 +419,21 @@ export class SubscriptionHub {
     this.decrementPrincipal(stream.principal);
     this.closedBy[reason]++;
     if (streamCloseChannel.hasSubscribers) {
-      streamCloseChannel.publish({ principal: stream.principal, reason, filter: filterSummary(filter) });
+      streamCloseChannel.publish({
+        principal: stream.principal,
+        reason,
+        filter: filterSummary(filter),
+      } satisfies StreamCloseMessage);
     }
   };
 
   private readonly onStreamOverflow = (stream: ListenStream): void => {
     if (overflowChannel.hasSubscribers) {
-      overflowChannel.publish({ principal: stream.principal, policy: this.options.overflow, queued: stream.queued });
+      overflowChannel.publish({
+        principal: stream.principal,
+        policy: this.options.overflow,
+        queued: stream.queued,
+      } satisfies OverflowMessage);
     }
   };
 
@@ -532,7 +494,8 @@ export class SubscriptionHub {
             break;
         }
       }
-      if (publishChannel.hasSubscribers) publishChannel.publish({ kind: event.kind, ...report });
+      if (publishChannel.hasSubscribers)
+        publishChannel.publish({ kind: event.kind, ...report } satisfies PublishMessage);
     }
     for (const listener of this.listeners) {
       try {

@@ -10,28 +10,22 @@ import {
   DEFAULT_MAX_BODY_BYTES,
   LISTEN_METHOD,
   optionalFunction,
+  optionKeys,
   positiveInteger,
   serveNodeRequest,
   type ListenHandler,
   type ListenHandlerOptions,
-} from '../../lib/index.ts';
+  type NodeAdapterOptions,
+} from '../../lib/internal.ts';
 
-/** Options of {@link mcpSubscriptions}: the engine's listen options plus how to read Express requests. */
-export interface McpSubscriptionsOptions extends ListenHandlerOptions<Request> {
-  /**
-   * Who the caller is, from the request your auth middleware already authenticated. The principal
-   * scopes per-principal limits, `notifications/cancelled` and task ownership, and is handed to your
-   * checks. Return `undefined` for an anonymous caller.
-   * @default `req.auth` as the SDK's `requireBearerAuth` sets it (`extra.sub`, else `extra.principal`,
-   * else `clientId`), else `req.user` (a string, or its `id`, `sub` or `username`)
-   */
-  readonly principal?: (req: Request) => string | undefined;
-  /**
-   * Largest body this middleware reads itself when no body parser ran before it; a larger one is
-   * answered 413. @default 4194304 (4 MiB, as the SDK)
-   */
-  readonly maxBodyBytes?: number;
-}
+/**
+ * Options of {@link mcpSubscriptions}: the engine's listen options (`ListenHandlerOptions`) plus how
+ * to read Express requests (`NodeAdapterOptions`), all documented in `mcp-subscriptions`' types.
+ * Unknown keys are refused at construction, with the nearest known one suggested.
+ */
+export interface McpSubscriptionsOptions extends ListenHandlerOptions<Request>, NodeAdapterOptions<Request> {}
+
+const ADAPTER_KEYS = optionKeys<NodeAdapterOptions>({ principal: true, maxBodyBytes: true });
 
 /** The middleware, with the engine it serves from (for `handler.options`, and tests). */
 export type McpSubscriptionsMiddleware = RequestHandler & { readonly handler: ListenHandler<Request> };
@@ -64,7 +58,7 @@ function headerValue(value: string | string[] | undefined): string | undefined {
  * ```
  */
 export function mcpSubscriptions(options: McpSubscriptionsOptions): McpSubscriptionsMiddleware {
-  const handler = createListenHandler<Request>(options);
+  const handler = createListenHandler<Request>(options, { where: 'mcpSubscriptions()', extraKeys: ADAPTER_KEYS });
   optionalFunction('principal', options.principal);
   const principalOf = options.principal ?? defaultPrincipal;
   const maxBodyBytes = positiveInteger('maxBodyBytes', options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES);

@@ -3,7 +3,7 @@
  * an operator that publishes each event of a stream.
  */
 import { map, Observable, type OperatorFunction } from 'rxjs';
-import type { PublishReport, SubscriptionEvent, SubscriptionHub } from '../../lib/index.ts';
+import type { PublishReport, SubscriptionEvent, SubscriptionHub } from '../../lib/internal.ts';
 
 /**
  * Every event the hub delivers (published on this node or arriving over its bus), task events

@@ -27,4 +27,4 @@ export type {
 } from './mcp-subscriptions.interfaces.ts';
 export { fromHub, publishTo } from './hub-events.ts';
 // The hub is the engine's class: re-exported so one import names the module and the token to inject.
-export { defaultPrincipal, SubscriptionHub } from '../../lib/index.ts';
+export { defaultPrincipal, SubscriptionHub } from '../../lib/internal.ts';

@@ -16,7 +16,7 @@ import type {
   ResourceCheck,
   SubscriptionHub,
   SubscriptionHubOptions,
-} from '../../lib/index.ts';
+} from '../../lib/internal.ts';
 
 /**
  * The request the module sees on Nest's Express platform: Node's request plus what body parsers and

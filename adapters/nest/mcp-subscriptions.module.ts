@@ -2,7 +2,7 @@
  * `McpSubscriptionsModule`: `subscriptions/listen` on a Nest app's MCP path, behind the app's guards.
  */
 import { Module, type DynamicModule, type Provider } from '@nestjs/common';
-import { SubscriptionHub } from '../../lib/index.ts';
+import { SubscriptionHub } from '../../lib/internal.ts';
 import { MCP_SUBSCRIPTIONS_OPTIONS } from './mcp-subscriptions.constants.ts';
 import { createListenController, createReadContext } from './mcp-subscriptions.controller.ts';
 import type {

@@ -3,7 +3,15 @@
  * (`code: 'ERR_MCP_SUBSCRIPTIONS_INVALID_OPTION'`) naming the field. The engine validates the rest
  * (capabilities, bounds, durations, the hub's options) with its own messages.
  */
-import { describeValue, optionalFunction, OptionsError, positiveInteger, type ResourceCheck } from '../../lib/index.ts';
+import {
+  describeValue,
+  ErrorCode,
+  optionalFunction,
+  OptionsError,
+  optionsObject,
+  positiveInteger,
+  type ResourceCheck,
+} from '../../lib/internal.ts';
 import { DEFAULT_MCP_PATH } from './mcp-subscriptions.constants.ts';
 import type {
   McpHook,
@@ -22,16 +30,20 @@ export interface ResolvedRouteOptions {
 
 /** Validates what shapes the module (path, guards, isGlobal); applies defaults. */
 export function resolveRouteOptions(options: McpSubscriptionsRouteOptions): ResolvedRouteOptions {
-  if (typeof options !== 'object' || options === null) {
-    throw new OptionsError(`Expected options to be an object, got ${describeValue(options)}`);
-  }
+  optionsObject(options);
   const path = options.path ?? DEFAULT_MCP_PATH;
   if (typeof path !== 'string' || path.trim() === '') {
-    throw new OptionsError(`Expected \`path\` to be a non-empty string like '/mcp', got ${describeValue(path)}`);
+    throw new OptionsError(
+      ErrorCode.InvalidPath,
+      `Expected \`path\` to be a non-empty string like '/mcp', got ${describeValue(path)}`,
+    );
   }
   const guards: unknown = options.guards ?? [];
   if (!Array.isArray(guards)) {
-    throw new OptionsError(`Expected \`guards\` to be an array of guards, got ${describeValue(guards)}`);
+    throw new OptionsError(
+      ErrorCode.InvalidGuard,
+      `Expected \`guards\` to be an array of guards, got ${describeValue(guards)}`,
+    );
   }
   guards.forEach((guard: unknown, i) => {
     const isClass = typeof guard === 'function';
@@ -41,13 +53,17 @@ export function resolveRouteOptions(options: McpSubscriptionsRouteOptions): Reso
       typeof (guard as { canActivate?: unknown }).canActivate === 'function';
     if (!isClass && !isInstance) {
       throw new OptionsError(
+        ErrorCode.InvalidGuard,
         `Expected \`guards[${i}]\` to be a guard class or an object with \`canActivate()\`, got ${describeValue(guard)}`,
       );
     }
   });
   const isGlobal = options.isGlobal ?? true;
   if (typeof isGlobal !== 'boolean') {
-    throw new OptionsError(`Expected \`isGlobal\` to be a boolean, got ${describeValue(isGlobal)}`);
+    throw new OptionsError(
+      ErrorCode.NotBoolean,
+      `Expected \`isGlobal\` to be a boolean, got ${describeValue(isGlobal)}`,
+    );
   }
   return Object.freeze({ path, guards: Object.freeze([...(guards as ResolvedRouteOptions['guards'])]), isGlobal });
 }
@@ -57,11 +73,15 @@ export function checkAsyncOptions(options: McpSubscriptionsModuleAsyncOptions): 
   const given = (['useFactory', 'useClass', 'useExisting'] as const).filter((key) => options?.[key] !== undefined);
   if (given.length !== 1) {
     throw new OptionsError(
+      ErrorCode.InvalidAsyncOptions,
       `Expected exactly one of \`useFactory\`, \`useClass\` or \`useExisting\` in forRootAsync(), got ${given.length === 0 ? 'none' : given.map((key) => `\`${key}\``).join(' and ')}`,
     );
   }
   if (options.useFactory !== undefined && typeof options.useFactory !== 'function') {
-    throw new OptionsError(`Expected \`useFactory\` to be a function, got ${describeValue(options.useFactory)}`);
+    throw new OptionsError(
+      ErrorCode.NotFunction,
+      `Expected \`useFactory\` to be a function, got ${describeValue(options.useFactory)}`,
+    );
   }
 }
 
@@ -84,19 +104,21 @@ export function hookSource(name: 'canRead' | 'handleSubscribeResource' | 'canAcc
     return { kind: 'function', check: value as ResourceCheck<McpRequest> };
   }
   throw new OptionsError(
+    ErrorCode.InvalidHook,
     `Expected \`${name}\` to be a function or the injection token of a provider with a \`${name}()\` method, got ${describeValue(value)}`,
   );
 }
 
 /** Validates the module's own listen options (the engine validates the rest when the handler is built). */
 export function checkModuleOptions(options: McpSubscriptionsOptions): void {
-  if (typeof options !== 'object' || options === null) {
-    throw new OptionsError(`Expected options to be an object, got ${describeValue(options)}`);
-  }
+  optionsObject(options);
   optionalFunction('principal', options.principal);
   if (options.maxBodyBytes !== undefined) positiveInteger('maxBodyBytes', options.maxBodyBytes);
   const hub = options.hub as unknown;
   if (hub !== undefined && (typeof hub !== 'object' || hub === null)) {
-    throw new OptionsError(`Expected \`hub\` to be a SubscriptionHub or its options, got ${describeValue(hub)}`);
+    throw new OptionsError(
+      ErrorCode.InvalidHub,
+      `Expected \`hub\` to be a SubscriptionHub or its options, got ${describeValue(hub)}`,
+    );
   }
 }

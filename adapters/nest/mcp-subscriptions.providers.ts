@@ -3,7 +3,7 @@
  * built from them, and the context the host's guards decide URIs in.
  */
 import type { Provider, Type } from '@nestjs/common';
-import { SubscriptionHub } from '../../lib/index.ts';
+import { SubscriptionHub } from '../../lib/internal.ts';
 import type { McpReadContext } from './mcp-subscriptions.controller.ts';
 import { MCP_SUBSCRIPTIONS_OPTIONS, MCP_SUBSCRIPTIONS_READ_CONTEXT } from './mcp-subscriptions.constants.ts';
 import type {

@@ -19,6 +19,7 @@ import {
   DEFAULT_MAX_BODY_BYTES,
   defaultPrincipal,
   describeValue,
+  ErrorCode,
   LISTEN_METHOD,
   OptionsError,
   serveNodeRequest,
@@ -26,7 +27,7 @@ import {
   type ListenHandler,
   type NodeServeOptions,
   type ResourceCheck,
-} from '../../lib/index.ts';
+} from '../../lib/internal.ts';
 import type { McpReadContext } from './mcp-subscriptions.controller.ts';
 import { MCP_SUBSCRIPTIONS_OPTIONS, MCP_SUBSCRIPTIONS_READ_CONTEXT } from './mcp-subscriptions.constants.ts';
 import type { McpCheckContext, McpRequest, McpSubscriptionsOptions } from './mcp-subscriptions.interfaces.ts';
@@ -209,12 +210,14 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
       provider = this.moduleRef.get(source.token as InjectionToken, { strict: false });
     } catch {
       throw new OptionsError(
+        ErrorCode.InvalidHook,
         `Expected a provider for \`${tokenName(source.token)}\` (given as \`${name}\`) to be registered in a module of the application`,
       );
     }
     const method = (provider as Record<string, unknown> | undefined)?.[name];
     if (typeof method !== 'function') {
       throw new OptionsError(
+        ErrorCode.InvalidHook,
         `Expected the provider \`${tokenName(source.token)}\` given as \`${name}\` to have a \`${name}()\` method, got ${describeValue(provider)}`,
       );
     }

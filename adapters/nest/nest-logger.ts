@@ -4,7 +4,7 @@
  */
 import { inspect } from 'node:util';
 import { Logger } from '@nestjs/common';
-import type { Logger as EngineLogger } from '../../lib/index.ts';
+import type { Logger as EngineLogger } from '../../lib/internal.ts';
 
 const CONTEXT = 'McpSubscriptions';
 

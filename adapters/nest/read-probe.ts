@@ -4,7 +4,7 @@
  * know the caller (headers, `user`, `auth`, the socket) is the caller's; only the MCP message changes.
  */
 import { ServerResponse } from 'node:http';
-import type { RequestId } from '../../lib/index.ts';
+import type { RequestId } from '../../lib/internal.ts';
 import { RESOURCES_READ_METHOD } from './mcp-subscriptions.constants.ts';
 import type { McpRequest } from './mcp-subscriptions.interfaces.ts';
 

@@ -1,13 +1,95 @@
 /**
- * What every Node-based adapter needs from a raw `IncomingMessage` (Express's, Nest's, Fastify's
- * `raw`): who the caller is by the common auth conventions, and the body, whether or not a body parser
- * ran. Framework-free: it relies only on Node's request and on body-parser's public conventions.
+ * Everything HTTP about listen, in one place: content negotiation, reading the body from Node's
+ * request (whether or not a body parser ran), routing listen and `notifications/cancelled`, who the
+ * caller is by the common auth conventions, and the HTTP status of every refusal, from one table
+ * keyed by refusal reason. Framework-free: it relies only on Node's request and on body-parser's
+ * public conventions, so every Node-based adapter (Express, Nest's Express platform) shares it.
  */
 import type { IncomingMessage } from 'node:http';
-import { ErrorCode, hasErrorCode, ProtocolError, RpcErrorCode } from './errors.ts';
-import { isJsonContentType, routeOf, writeProtocolError, type ListenHandler } from './listen.ts';
-import type { StreamResponse } from './listen-stream.ts';
-import { LISTEN_METHOD } from './protocol.ts';
+import { ErrorCode, hasErrorCode, ProtocolError, type RefusalReason } from './errors.ts';
+import { CANCELLED_METHOD, echoableId, errorResponseJson, LISTEN_METHOD } from './protocol.ts';
+import type { HeaderBag, ListenHandler, StreamResponse } from './types.ts';
+
+/**
+ * The HTTP status of each refusal (spec §6, plus the HTTP layer's own). The only such table: a
+ * `ProtocolError` carries its reason, never a status.
+ */
+export const REFUSAL_STATUS: Readonly<Record<RefusalReason, number>> = Object.freeze({
+  'parse-error': 400,
+  'invalid-request': 400,
+  'unsupported-media-type': 415,
+  'not-acceptable': 406,
+  // The connection is closed too (see refusalHeaders): the rest of the body is never read.
+  'body-too-large': 413,
+  'invalid-params': 400,
+  'header-mismatch': 400,
+  'unsupported-protocol-version': 400,
+  'method-not-found': 404,
+  'missing-capability': 400,
+  capacity: 503,
+  'shutting-down': 503,
+  internal: 500,
+});
+
+/** The HTTP status a refusal is answered with. */
+export function refusalStatus(error: ProtocolError): number {
+  return REFUSAL_STATUS[error.reason];
+}
+
+/** The response headers of a refusal besides `Content-Type`: `Retry-After`, `Connection: close`. */
+export function refusalHeaders(error: ProtocolError): Record<string, string> {
+  const headers: Record<string, string> = {};
+  if (error.retryAfterSeconds !== undefined) headers['Retry-After'] = String(error.retryAfterSeconds);
+  if (error.reason === 'body-too-large') headers.Connection = 'close';
+  return headers;
+}
+
+/** Writes a JSON-RPC error response: the one place errors raised before a stream opens are written. */
+export function writeProtocolError(res: StreamResponse, error: ProtocolError): void {
+  if (res.headersSent || res.destroyed) return;
+  res.writeHead(refusalStatus(error), { 'Content-Type': 'application/json', ...refusalHeaders(error) });
+  res.end(errorResponseJson(error));
+}
+
+const JSON_CONTENT_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
+
+/** Whether a Content-Type header names JSON (`application/json`, `application/*+json`, parameters allowed). */
+export function isJsonContentType(contentType: string | undefined): boolean {
+  return contentType !== undefined && JSON_CONTENT_TYPE.test(contentType);
+}
+
+const ACCEPTS_SSE = /(?:^|,)\s*(?:text\/event-stream|text\/\*|\*\/\*)\s*(?:;|,|$)/i;
+
+/**
+ * Content negotiation of a listen request, before its body is parsed: a body that is not JSON by its
+ * Content-Type is refused (415), and so is a client that does not accept an event stream (406).
+ * Absent headers are accepted.
+ */
+export function negotiate(headers: HeaderBag, body: unknown): void {
+  const contentType = headers['content-type'];
+  if (typeof contentType === 'string' && !isJsonContentType(contentType)) {
+    throw new ProtocolError('unsupported-media-type', 'Unsupported Media Type: Content-Type must be application/json', {
+      id: echoableId(body),
+    });
+  }
+  const accept = headers.accept;
+  if (typeof accept === 'string' && !ACCEPTS_SSE.test(accept)) {
+    throw new ProtocolError('not-acceptable', 'Not Acceptable: the Accept header must list text/event-stream', {
+      id: echoableId(body),
+    });
+  }
+}
+
+/** Which of ours a request is, from its parsed body (or `undefined` when unparseable) and headers. */
+export function routeOf(body: unknown, headers: HeaderBag): 'listen' | 'cancelled' | 'other' {
+  const method =
+    typeof body === 'object' && body !== null && !Array.isArray(body)
+      ? (body as { method?: unknown }).method
+      : undefined;
+  if (method === LISTEN_METHOD || headers['mcp-method'] === LISTEN_METHOD) return 'listen';
+  if (method === CANCELLED_METHOD) return 'cancelled';
+  return 'other';
+}
 
 /** A Node request as the adapters see it: maybe authenticated, maybe with a parsed body. */
 export type NodeRequest = IncomingMessage & { auth?: unknown; user?: unknown; body?: unknown; _body?: boolean };
@@ -52,10 +134,7 @@ export function leaveParsedBody(req: NodeRequest, body: unknown): void {
 
 /** A body over the limit: refused with 413 before any stream opens; the connection is not reused. */
 export function bodyTooLarge(limit: number): ProtocolError {
-  return new ProtocolError(RpcErrorCode.InvalidRequest, `Request body exceeds ${limit} bytes`, {
-    httpStatus: 413,
-    headers: { Connection: 'close' },
-  });
+  return new ProtocolError('body-too-large', `Request body exceeds ${limit} bytes`);
 }
 
 /** Reads the request stream, at most `limit` bytes; rejects with {@link bodyTooLarge} beyond. */
@@ -152,10 +231,7 @@ export async function serveNodeRequest<Req extends NodeRequest>(
       body = JSON.parse(rawBody.toString()) as unknown;
     } catch {
       if (headerMethod !== LISTEN_METHOD) {
-        writeProtocolError(
-          res,
-          new ProtocolError(RpcErrorCode.ParseError, 'Parse error: the request body is not valid JSON'),
-        );
+        writeProtocolError(res, new ProtocolError('parse-error', 'Parse error: the request body is not valid JSON'));
         return 'served';
       }
     }

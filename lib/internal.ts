@@ -1,0 +1,60 @@
+/**
+ * The adapters' door: what `mcp-subscriptions/express` and `mcp-subscriptions/nest` share and users
+ * must not depend on. The package's `exports` do not publish this file, so nothing here is a public
+ * API: it changes whenever an adapter needs it to. Adapters import lib/ through this file and
+ * lib/index.ts only (ESLint enforces it).
+ */
+export * from './index.ts';
+export { createListenHandler, LISTEN_OPTION_KEYS, resolveListenOptions } from './listen.ts';
+export type { ListenOptionsScope } from './listen.ts';
+export { HUB_OPTION_KEYS, resolveHubOptions } from './subscription-hub.ts';
+export {
+  bodyTooLarge,
+  bodyWasParsed,
+  DEFAULT_MAX_BODY_BYTES,
+  defaultPrincipal,
+  isJsonContentType,
+  leaveParsedBody,
+  negotiate,
+  readRequestBody,
+  refusalHeaders,
+  refusalStatus,
+  REFUSAL_STATUS,
+  routeOf,
+  serveNodeRequest,
+  writeProtocolError,
+} from './http.ts';
+export type { NodeRequest, NodeServeOptions } from './http.ts';
+export { describeValue, ProtocolError, RpcErrorCode, SUBSCRIPTION_LIMIT_MESSAGE } from './errors.ts';
+export type { RefusalReason } from './errors.ts';
+export {
+  booleanOption,
+  durationMs,
+  durationOrFalse,
+  knownKeys,
+  MAX_TIMER_MS,
+  nearestKey,
+  oneOf,
+  optionalFunction,
+  optionKeys,
+  optionsObject,
+  positiveInteger,
+  positiveIntegerOrFalse,
+} from './validate.ts';
+export { consoleLogger } from './diagnostics.ts';
+export {
+  CLIENT_CAPABILITIES_META_KEY,
+  NOTIFICATION_METHODS,
+  PROTOCOL_VERSION_META_KEY,
+  SERVER_INFO_META_KEY,
+  SUBSCRIPTION_ID_META_KEY,
+  SUPPORTED_PROTOCOL_VERSIONS,
+  TASKS_EXTENSION,
+} from './events.ts';
+export { CANCELLED_METHOD, isAbsoluteUri, LISTEN_METHOD, parseJsonBody, parseListenRequest } from './protocol.ts';
+export type { ListenRequest, ParseOptions } from './protocol.ts';
+export { ListenStream } from './listen-stream.ts';
+export type { DeliverOutcome } from './listen-stream.ts';
+export { OVERFLOW_POLICIES } from './stream-queue.ts';
+export { KEEPALIVE_FRAME, SSE_HEADERS } from './sse.ts';
+export type { HeaderBag, ListenHandler, ListenInput, OpenInit, Reservation, StreamResponse } from './types.ts';

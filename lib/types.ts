@@ -1,0 +1,482 @@
+/**
+ * Every public option and type of `mcp-subscriptions`, in one place. The engine's modules hold
+ * behaviour only and take their shapes from here.
+ *
+ * Only types live here: this file imports the two classes it names (`SubscriptionHub`,
+ * `ListenStream`) as types, so it adds no edge to the module graph at run time.
+ */
+import type { ListenStream } from './listen-stream.ts';
+import type { SubscriptionHub } from './subscription-hub.ts';
+
+// ---------------------------------------------------------------------------------------------------
+// Events: what host code publishes
+// ---------------------------------------------------------------------------------------------------
+
+/** The JSON-RPC request id of a listen request: used verbatim as its subscription id. */
+export type RequestId = string | number;
+
+/** The state of a task, as the Tasks extension's `notifications/tasks` carries it (spec §7). */
+export interface TaskState {
+  readonly taskId: string;
+  readonly status: 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
+  readonly statusMessage?: string;
+  /** ISO 8601 timestamp. */
+  readonly createdAt: string;
+  /** ISO 8601 timestamp. */
+  readonly lastUpdatedAt: string;
+  /** How long the task is kept after it ends, in milliseconds; `null` for no limit. */
+  readonly ttlMs: number | null;
+  /** How often a client should poll the task, in milliseconds. */
+  readonly pollIntervalMs?: number;
+  /** `result`, `error`, `inputRequests`, … where the status has them. */
+  readonly [field: string]: unknown;
+}
+
+/**
+ * A change event. The first four are the official SDK's `ServerEvent` shapes (`kind` and, for
+ * `resource_updated`, `uri`), so a hub can stand in for the SDK's `ServerEventBus`.
+ */
+export type SubscriptionEvent =
+  | { readonly kind: 'tools_list_changed' }
+  | { readonly kind: 'prompts_list_changed' }
+  | { readonly kind: 'resources_list_changed' }
+  | {
+      readonly kind: 'resource_updated';
+      /** An absolute URI, exactly as clients name it in `resourceSubscriptions`. */
+      readonly uri: string;
+    }
+  | {
+      readonly kind: 'task_status';
+      /** The task's full state, sent as the notification's params. */
+      readonly task: TaskState;
+      /** The principal that owns the task: only its streams receive the event. */
+      readonly owner: string;
+    };
+
+/**
+ * The four MCP change events, exactly the official SDK's `ServerEvent` kinds: what a `ServerEventBus`
+ * listener understands.
+ */
+export type McpChangeEvent = Exclude<SubscriptionEvent, { readonly kind: 'task_status' }>;
+
+/** The `kind` of a {@link SubscriptionEvent}. */
+export type SubscriptionEventKind = SubscriptionEvent['kind'];
+
+/** The list-change kinds: level-triggered events that carry nothing but their kind. */
+export type ListChangedKind = 'tools_list_changed' | 'prompts_list_changed' | 'resources_list_changed';
+
+/** The filter of a listen request after validation (spec §1): absent means "not wanted". */
+export interface NotificationFilter {
+  readonly toolsListChanged?: true;
+  readonly promptsListChanged?: true;
+  readonly resourcesListChanged?: true;
+  /** Absolute URIs, de-duplicated, in request order. */
+  readonly resourceSubscriptions?: readonly string[];
+  /** Task ids (Tasks extension), de-duplicated, in request order. */
+  readonly taskIds?: readonly string[];
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Capabilities: what the host offers, declared once
+// ---------------------------------------------------------------------------------------------------
+
+/**
+ * The change notifications a host can deliver. Every field defaults to `false`. The same declaration
+ * narrows every acknowledgement and, through `toServerCapabilities()`, is what `server/discover`
+ * advertises.
+ *
+ * @example
+ * ```ts
+ * const offer = defineCapabilities({ toolsListChanged: true, resourceSubscriptions: true });
+ * new McpServer(info, { capabilities: toServerCapabilities(offer) });
+ * app.post('/mcp', mcpSubscriptions({ hub, capabilities: offer, canRead }));
+ * ```
+ */
+export interface SubscriptionCapabilities {
+  /** Advertise `tools.listChanged` and honour `toolsListChanged`. @default false */
+  readonly toolsListChanged?: boolean;
+  /** Advertise `prompts.listChanged` and honour `promptsListChanged`. @default false */
+  readonly promptsListChanged?: boolean;
+  /** Advertise `resources.listChanged` and honour `resourcesListChanged`. @default false */
+  readonly resourcesListChanged?: boolean;
+  /** Advertise `resources.subscribe` and honour `resourceSubscriptions`. @default false */
+  readonly resourceSubscriptions?: boolean;
+  /** Advertise the Tasks extension (`io.modelcontextprotocol/tasks`) and honour `taskIds`. @default false */
+  readonly tasks?: boolean;
+}
+
+/** A resolved, frozen capability declaration: every field present. */
+export type ResolvedCapabilities = Readonly<Required<SubscriptionCapabilities>>;
+
+/** The `ServerCapabilities` fragment matching a declaration, as `server/discover` advertises it. */
+export interface ServerCapabilitiesFragment {
+  tools?: { listChanged: true };
+  prompts?: { listChanged: true };
+  resources?: { listChanged?: true; subscribe?: true };
+  extensions?: Record<string, Record<string, never>>;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The hub
+// ---------------------------------------------------------------------------------------------------
+
+/**
+ * What a full stream queue does with one more distinct event:
+ * - `'drop-oldest'`: forget the oldest queued event, keep the new one (the client learns of the
+ *   latest changes first);
+ * - `'drop-newest'`: keep what is queued, drop the new one;
+ * - `'close'`: end the stream; the client re-listens and refreshes.
+ */
+export type OverflowPolicy = 'drop-oldest' | 'drop-newest' | 'close';
+
+/** Where runtime failures are reported. `console` fits; so do pino and winston loggers. */
+export interface Logger {
+  warn(message: string, details?: Record<string, unknown>): void;
+  error(message: string, details?: Record<string, unknown>): void;
+}
+
+/** A hub's membership of a bus. */
+export interface BusMember {
+  /**
+   * Sends an event to every other member (never back to this one: the hub has already delivered it
+   * locally). Must not throw: a bus that is down logs and reports, it never fails the host's call.
+   */
+  publish(event: SubscriptionEvent): void;
+  /** Leaves the bus; no event reaches this member afterwards. Idempotent. */
+  leave(): void | Promise<void>;
+}
+
+/**
+ * What carries events between the hubs of several nodes. Implement it over your own pub/sub to add a
+ * transport; `MemoryBus` is the in-process default.
+ */
+export interface SubscriptionBus {
+  /** Joins the bus: `onEvent` receives every event another member publishes. */
+  join(onEvent: (event: SubscriptionEvent) => void): BusMember;
+}
+
+/** Options of `new SubscriptionHub(options)`. Unknown keys are refused. */
+export interface SubscriptionHubOptions {
+  /**
+   * Most events queued per stream while its client does not keep up. Coalescing keeps a queue within
+   * the distinct kinds and URIs of the stream's filter, so this bound only bites on large filters.
+   * A positive integer.
+   * @default 100
+   */
+  readonly maxBuffer?: number;
+  /** What a full queue does with one more event. @default 'drop-oldest' */
+  readonly overflow?: OverflowPolicy;
+  /** Open listen streams in this process (a positive integer); the next one is refused with HTTP 503. @default 1024 */
+  readonly maxSubscriptions?: number;
+  /** Open listen streams per principal (a positive integer), or `false` for no per-principal bound. @default false */
+  readonly maxSubscriptionsPerPrincipal?: number | false;
+  /** Carries events between the hubs of several nodes. @default new MemoryBus() */
+  readonly bus?: SubscriptionBus;
+  /** Where runtime failures are reported. @default console, prefixed `[mcp-subscriptions]` */
+  readonly logger?: Logger;
+  /**
+   * How long `complete()` waits for a client that does not read its last events before cutting it
+   * off, in milliseconds (1 to 2147483647).
+   * @default 3000
+   */
+  readonly completeTimeoutMs?: number;
+  /** Seconds the `Retry-After` header of a capacity refusal names (a positive integer). @default 1 */
+  readonly retryAfterSeconds?: number;
+}
+
+/** The hub's options after defaults and validation (`hub.options`). */
+export type ResolvedHubOptions = Readonly<Required<SubscriptionHubOptions>>;
+
+/** What one publish did on this node. */
+export interface PublishReport {
+  /** Streams whose honoured filter wanted the event. */
+  matched: number;
+  /** Streams that took it for writing at the end of this tick (not queued behind a slow socket). */
+  written: number;
+  /** Streams that queued it behind a slow socket. */
+  queued: number;
+  /** Streams that merged it into an identical event already queued. */
+  coalesced: number;
+  /** Streams whose full queue dropped an event for it (see `overflow`). */
+  dropped: number;
+  /** Streams closed by the `'close'` overflow policy. */
+  closed: number;
+}
+
+/** Why a stream ended. */
+export type CloseReason =
+  /** The client closed the response (HTTP cancellation, spec §4). */
+  | 'client'
+  /** The client posted `notifications/cancelled` for it. */
+  | 'cancelled'
+  /** The server completed it gracefully (`hub.complete()`, shutdown). */
+  | 'complete'
+  /** Nothing of the filter was honoured: acknowledged, then completed at once. */
+  | 'empty'
+  /** Its queue overflowed under the `'close'` policy. */
+  | 'overflow';
+
+/** A snapshot of the hub's state and counters since it was created (`hub.stats()`). */
+export interface HubStats {
+  openStreams: number;
+  /** Listen requests holding a slot while their URIs are being authorized. */
+  pendingStreams: number;
+  openByPrincipal: Record<string, number>;
+  /** Open streams per honoured kind: how many want each list change, resource updates, task updates. */
+  listening: {
+    toolsListChanged: number;
+    promptsListChanged: number;
+    resourcesListChanged: number;
+    resourceUris: number;
+    taskIds: number;
+  };
+  /** Events currently queued behind slow sockets, over all streams. */
+  queued: number;
+  /** Events delivered to this node's streams (published here or received from the bus). */
+  published: number;
+  /** Frames handed to sockets (batched per tick; a stream cancelled in the same tick discards its batch). */
+  written: number;
+  coalesced: number;
+  dropped: number;
+  opened: number;
+  closed: Record<CloseReason, number>;
+  /** Ending streams cut off because their client did not read the last frames within `completeTimeoutMs`. */
+  cutOff: number;
+  refused: number;
+  maxSubscriptions: number;
+  maxBuffer: number;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Listen: the host's checks and the options every adapter takes
+// ---------------------------------------------------------------------------------------------------
+
+/** What the host's checks and hooks are told about the caller. */
+export interface CheckContext<Req = unknown> {
+  /** The caller's identity, as the adapter resolved it from the host's auth. */
+  readonly principal: string;
+  /** The framework's request (Express `req`, …), for checks that need the host's own auth state. */
+  readonly request: Req;
+  /**
+   * Aborted when the client goes away before its stream opens: pass it to your database calls so
+   * that an abandoned listen stops costing. (A check that times out is abandoned, not stopped.)
+   */
+  readonly signal: AbortSignal;
+}
+
+/**
+ * A host check of one URI or task id. Only `true` admits it; `false`, a throw, a rejection or a
+ * timeout leaves it out silently.
+ */
+export type ResourceCheck<Req = unknown> = (item: string, context: CheckContext<Req>) => boolean | PromiseLike<boolean>;
+
+/**
+ * The listen options every adapter takes (`mcpSubscriptions()`, `McpSubscriptionsModule.forRoot()`).
+ * Unknown keys are refused at construction.
+ */
+export interface ListenHandlerOptions<Req = unknown> {
+  /** The hub whose events the streams deliver. Required. */
+  readonly hub: SubscriptionHub;
+  /**
+   * What the server offers, declared once: the acknowledgement is narrowed to it, and
+   * `toServerCapabilities()` of the same object is what `server/discover` should advertise. Required.
+   */
+  readonly capabilities: SubscriptionCapabilities;
+  /**
+   * The read check `resources/read` uses: may this caller read `uri`? Required when
+   * `capabilities.resourceSubscriptions` is on: a URI nobody checked is never honoured.
+   */
+  readonly canRead?: ResourceCheck<Req>;
+  /**
+   * The subscribe hook (ConduitMCP's `handle_subscribe_resource`), run after `canRead` passed: may this
+   * URI be subscribed to here (a scheme you serve, a resource you can watch)?
+   * @default accepts every readable URI
+   */
+  readonly handleSubscribeResource?: ResourceCheck<Req>;
+  /**
+   * Tasks extension: does the caller own `taskId` (and does it exist)? Required when
+   * `capabilities.tasks` is on. An unknown id and a foreign one must both answer `false`.
+   */
+  readonly canAccessTask?: ResourceCheck<Req>;
+  /** Interval of SSE keepalive comments in milliseconds (1 to 2147483647), or `false` for none. @default 15000 */
+  readonly keepAliveMs?: number | false;
+  /** Most URIs, and most task ids, one listen request may name (a positive integer). @default 1000 */
+  readonly maxFilterEntries?: number;
+  /** Checks in flight at once for one listen request (a positive integer). @default 16 */
+  readonly authorizeConcurrency?: number;
+  /**
+   * How long one check may take before its item is dropped, in milliseconds (1 to 2147483647), or
+   * `false` for no limit.
+   * @default 5000
+   */
+  readonly authorizeTimeoutMs?: number | false;
+  /** Protocol revisions served: a non-empty array of strings. @default ['2026-07-28'] */
+  readonly protocolVersions?: readonly string[];
+  /** Stamped on the terminal result's `_meta` as `io.modelcontextprotocol/serverInfo`. @default none */
+  readonly serverInfo?: { readonly name: string; readonly version: string; readonly [key: string]: unknown };
+  /** Where failed checks are reported. @default the hub's logger */
+  readonly logger?: Logger;
+}
+
+/** Listen options after defaults and validation. */
+export interface ResolvedListenOptions<Req = unknown> {
+  readonly hub: SubscriptionHub;
+  readonly capabilities: ResolvedCapabilities;
+  readonly canRead: ResourceCheck<Req> | undefined;
+  readonly handleSubscribeResource: ResourceCheck<Req> | undefined;
+  readonly canAccessTask: ResourceCheck<Req> | undefined;
+  readonly keepAliveMs: number | false;
+  readonly maxFilterEntries: number;
+  readonly authorizeConcurrency: number;
+  readonly authorizeTimeoutMs: number | false;
+  readonly protocolVersions: readonly string[];
+  readonly serverInfo: ListenHandlerOptions['serverInfo'];
+  readonly logger: Logger;
+}
+
+/**
+ * What the Node-based adapters (Express, Nest on Express) add to {@link ListenHandlerOptions}: how to
+ * read the caller and the body from Node's request.
+ */
+export interface NodeAdapterOptions<Req = unknown> {
+  /**
+   * Who the caller is, from the request your auth middleware or guard already authenticated. The
+   * principal scopes per-principal limits, `notifications/cancelled` and task ownership, and is handed
+   * to your checks. Return `undefined` for an anonymous caller.
+   * @default `req.auth` as the SDK's `requireBearerAuth` sets it (`extra.sub`, else `extra.principal`,
+   * else `clientId`), else `req.user` (a string, or its `id`, `sub` or `username`)
+   */
+  readonly principal?: (req: Req) => string | undefined;
+  /**
+   * Largest body, in bytes, read when no body parser ran before listen (a positive integer); a larger
+   * one is answered 413.
+   * @default 4194304 (4 MiB, as the SDK's own)
+   */
+  readonly maxBodyBytes?: number;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Diagnostics: the payloads of the `node:diagnostics_channel` channels (DiagnosticsChannel)
+// ---------------------------------------------------------------------------------------------------
+
+/**
+ * A stream's honoured filter as diagnostics describe it: flags and counts, never a URI or a task id
+ * (those can be confidential).
+ */
+export interface FilterSummary {
+  readonly toolsListChanged: boolean;
+  readonly promptsListChanged: boolean;
+  readonly resourcesListChanged: boolean;
+  /** How many URIs the stream follows. */
+  readonly resourceSubscriptions: number;
+  /** How many task ids the stream follows. */
+  readonly taskIds: number;
+}
+
+/** Published on `DiagnosticsChannel.StreamOpen` when a stream opens and is registered. */
+export interface StreamOpenMessage {
+  readonly principal: string;
+  readonly filter: FilterSummary;
+}
+
+/** Published on `DiagnosticsChannel.StreamClose` when a registered stream closes. */
+export interface StreamCloseMessage {
+  readonly principal: string;
+  readonly reason: CloseReason;
+  readonly filter: FilterSummary;
+}
+
+/** Published on `DiagnosticsChannel.Publish` for an event that matched at least one stream of this node. */
+export interface PublishMessage extends Readonly<PublishReport> {
+  readonly kind: SubscriptionEventKind;
+}
+
+/** Published on `DiagnosticsChannel.Overflow` when a stream's queue is full, before its policy acts. */
+export interface OverflowMessage {
+  readonly principal: string;
+  readonly policy: OverflowPolicy;
+  /** Events queued on that stream when it overflowed. */
+  readonly queued: number;
+}
+
+/**
+ * Published on `DiagnosticsChannel.CheckError` when a host check or hook threw, rejected or timed out
+ * and its item was left out. The error itself is not published (it may quote the URI): its name and
+ * code only.
+ */
+export interface CheckErrorMessage {
+  /** Which hook failed: `'canRead'`, `'handleSubscribeResource'` or `'canAccessTask'`. */
+  readonly stage: string;
+  /** The thrown value's `name`, when it has one (`'CheckTimeoutError'` for a timeout). */
+  readonly errorName: unknown;
+  /** The thrown value's `code`, when it has one (`'ERR_MCP_SUBSCRIPTIONS_CHECK_TIMEOUT'` for a timeout). */
+  readonly errorCode: unknown;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// For adapters (public as types, since the hub's and the engine's signatures name them)
+// ---------------------------------------------------------------------------------------------------
+
+/** Request headers as Node gives them: lower-case names. */
+export type HeaderBag = Readonly<Record<string, string | readonly string[] | undefined>>;
+
+/**
+ * The part of Node's `ServerResponse` a stream uses. Adapters hand the raw response of their
+ * framework (Express's `res`, Fastify's `reply.raw`, Nest's underlying response).
+ */
+export interface StreamResponse {
+  writeHead(statusCode: number, headers: Record<string, string>): unknown;
+  write(chunk: string): boolean;
+  end(chunk?: string): unknown;
+  on(event: 'drain' | 'close', listener: () => void): unknown;
+  once(event: 'drain' | 'close', listener: () => void): unknown;
+  removeListener(event: 'drain' | 'close', listener: () => void): unknown;
+  destroy(): unknown;
+  readonly destroyed: boolean;
+  readonly writableEnded: boolean;
+  readonly headersSent: boolean;
+  readonly socket?: { setNoDelay?(noDelay?: boolean): unknown } | null;
+}
+
+/** What `Reservation.open()` needs besides the response. */
+export interface OpenInit {
+  readonly id: RequestId;
+  readonly filter: NotificationFilter;
+  readonly keepAliveMs: number | false;
+  readonly ackFrame: string;
+  readonly resultFrame: string;
+}
+
+/** A capacity slot held while a listen request is authorized (`hub.reserve()`, used by the engine). */
+export interface Reservation {
+  /** Opens the stream on `res` (headers, then the ack) and registers it; or completes it at once when its filter is empty. */
+  open(res: StreamResponse, init: OpenInit): ListenStream;
+  /** Gives the slot back without opening (the client left, or authorization failed). Idempotent. */
+  release(): void;
+}
+
+/** One request as an adapter hands it to the engine. */
+export interface ListenInput<Req = unknown> {
+  /** The parsed JSON body; or `undefined` with `rawBody` set when the adapter read the bytes itself. */
+  readonly body?: unknown;
+  /** The body's bytes, when no body parser ran. */
+  readonly rawBody?: string | Buffer;
+  readonly headers: HeaderBag;
+  readonly principal: string;
+  readonly request: Req;
+}
+
+/** The engine's face to adapters (`middleware.handler` in Express). */
+export interface ListenHandler<Req = unknown> {
+  readonly options: ResolvedListenOptions<Req>;
+  /**
+   * Serves one listen request on `res`: a JSON-RPC error response before any stream opens, or the
+   * stream. Never rejects: runtime failures are logged and close only this response.
+   */
+  handle(input: ListenInput<Req>, res: StreamResponse): Promise<void>;
+  /**
+   * Handles a `notifications/cancelled` body: closes the caller's open streams it names. Returns
+   * `false` when it names none (the adapter passes it on to the host's MCP server).
+   */
+  cancel(principal: string, body: unknown): boolean;
+}
