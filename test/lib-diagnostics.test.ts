@@ -2,9 +2,8 @@
  * node:diagnostics_channel events: each channel fires on its occasion, and no payload ever carries a
  * URI or a task id (those can be confidential).
  */
-import assert from 'node:assert/strict';
 import diagnostics from 'node:diagnostics_channel';
-import { test } from 'node:test';
+import { afterEach, expect, test } from '@jest/globals';
 import { createListenHandler, DiagnosticsChannel, SubscriptionHub } from 'mcp-subscriptions';
 import { FakeResponse, recordingLogger, settle } from './helpers/fake-response.ts';
 import { listenBody, listenHeaders } from './helpers/sse.ts';
@@ -16,6 +15,12 @@ const SECRETS = [
   'task-secret-delta',
 ];
 
+/** What `t.after` registered under node:test: run after the test, pass or fail. */
+const cleanups: Array<() => unknown> = [];
+afterEach(() => {
+  for (const cleanup of cleanups.splice(0)) cleanup();
+});
+
 /** A payload as text, errors included, so a URI hidden in any field would show. */
 function serialize(payload: unknown): string {
   return JSON.stringify(payload, (_key, value: unknown) =>
@@ -23,14 +28,14 @@ function serialize(payload: unknown): string {
   );
 }
 
-test('every channel fires, and no payload names a URI or a task id', async (t) => {
+test('every channel fires, and no payload names a URI or a task id', async () => {
   const received = new Map<string, unknown[]>();
   for (const name of Object.values(DiagnosticsChannel)) {
     const list: unknown[] = [];
     received.set(name, list);
     const onMessage = (message: unknown) => list.push(message);
     diagnostics.subscribe(name, onMessage);
-    t.after(() => diagnostics.unsubscribe(name, onMessage));
+    cleanups.push(() => diagnostics.unsubscribe(name, onMessage));
   }
 
   const logger = recordingLogger();
@@ -59,7 +64,7 @@ test('every channel fires, and no payload names a URI or a task id', async (t) =
     },
     res,
   );
-  assert.deepEqual(res.messages()[0].params.notifications, {
+  expect(res.messages()[0].params.notifications).toStrictEqual({
     toolsListChanged: true,
     resourceSubscriptions: [SECRETS[0]],
     taskIds: [SECRETS[3]],
@@ -89,8 +94,8 @@ test('every channel fires, and no payload names a URI or a task id', async (t) =
   const publish = received.get(DiagnosticsChannel.Publish)!;
   const overflow = received.get(DiagnosticsChannel.Overflow)!;
   const checkError = received.get(DiagnosticsChannel.CheckError)!;
-  assert.equal(open.length, 1);
-  assert.deepEqual(open[0], {
+  expect(open.length).toBe(1);
+  expect(open[0]).toStrictEqual({
     principal: 'alice',
     filter: {
       toolsListChanged: true,
@@ -100,14 +105,16 @@ test('every channel fires, and no payload names a URI or a task id', async (t) =
       taskIds: 1,
     },
   });
-  assert.equal(close.length, 1);
-  assert.equal((close[0] as { reason: string }).reason, 'client');
-  assert.equal(publish.length, 4);
-  assert.deepEqual(
-    publish.map((p) => (p as { kind: string }).kind),
-    ['resource_updated', 'task_status', 'resource_updated', 'tools_list_changed'],
-  );
-  assert.deepEqual(publish[3], {
+  expect(close.length).toBe(1);
+  expect((close[0] as { reason: string }).reason).toBe('client');
+  expect(publish.length).toBe(4);
+  expect(publish.map((p) => (p as { kind: string }).kind)).toStrictEqual([
+    'resource_updated',
+    'task_status',
+    'resource_updated',
+    'tools_list_changed',
+  ]);
+  expect(publish[3]).toStrictEqual({
     kind: 'tools_list_changed',
     matched: 1,
     written: 0,
@@ -116,16 +123,17 @@ test('every channel fires, and no payload names a URI or a task id', async (t) =
     dropped: 1,
     closed: 0,
   });
-  assert.equal(overflow.length, 1);
-  assert.equal((overflow[0] as { policy: string }).policy, 'drop-oldest');
-  assert.equal(checkError.length, 1);
-  assert.equal((checkError[0] as { stage: string }).stage, 'canRead');
+  expect(overflow.length).toBe(1);
+  expect((overflow[0] as { policy: string }).policy).toBe('drop-oldest');
+  expect(checkError.length).toBe(1);
+  expect((checkError[0] as { stage: string }).stage).toBe('canRead');
 
   const everything = [...received.values()].flat().map(serialize).join('\n');
   for (const secret of SECRETS) {
-    assert.equal(everything.includes(secret), false, `a diagnostics payload carries ${secret}`);
+    // a diagnostics payload must not carry the secret (a failure shows which secret, and where)
+    expect(everything).not.toContain(secret);
   }
   for (const [message, details] of logger.warns) {
-    assert.equal(serialize([message, details]).includes('secret-'), false);
+    expect(serialize([message, details]).includes('secret-')).toBe(false);
   }
 });

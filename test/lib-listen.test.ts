@@ -3,9 +3,8 @@
  * response: exact bytes on the wire, pre-stream errors with their HTTP status, capability narrowing,
  * the per-URI checks (sync, async, bounded concurrency, failures), capacity and option validation.
  */
-import assert from 'node:assert/strict';
 import diagnostics from 'node:diagnostics_channel';
-import { describe, test } from 'node:test';
+import { afterEach, describe, expect, jest, test } from '@jest/globals';
 import {
   createListenHandler,
   defineCapabilities,
@@ -76,11 +75,43 @@ function setup(
   };
 }
 
+/** What `t.after` registered under node:test: run after the test, pass or fail. */
+const cleanups: Array<() => unknown> = [];
+afterEach(() => {
+  jest.useRealTimers();
+  for (const cleanup of cleanups.splice(0)) cleanup();
+});
+
+/**
+ * node:test's `t.mock.timers.enable({ apis: ['setTimeout'] })`: setTimeout and clearTimeout are fake,
+ * everything else (Date, nextTick, setImmediate, microtasks, intervals...) stays real.
+ */
+function fakeSetTimeoutOnly(): void {
+  jest.useFakeTimers({
+    doNotFake: [
+      'Date',
+      'hrtime',
+      'nextTick',
+      'performance',
+      'queueMicrotask',
+      'requestAnimationFrame',
+      'cancelAnimationFrame',
+      'requestIdleCallback',
+      'cancelIdleCallback',
+      'setImmediate',
+      'clearImmediate',
+      'setInterval',
+      'clearInterval',
+      'Temporal',
+    ],
+  });
+}
+
 const taskMeta = { 'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS]: {} } } };
 
 function ackOf(res: FakeResponse): any {
   const first = res.messages()[0];
-  assert.equal(first?.method, 'notifications/subscriptions/acknowledged');
+  expect(first?.method).toBe('notifications/subscriptions/acknowledged');
   return first.params.notifications;
 }
 
@@ -100,8 +131,7 @@ describe('exact bytes on the wire', () => {
     const res = await serve(
       listenBody('listen-1', { toolsListChanged: true, resourceSubscriptions: ['note://alice/todo'] }),
     );
-    assert.equal(
-      res.text,
+    expect(res.text).toBe(
       'event: message\n' +
         'data: {"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"listen-1"},"notifications":{"toolsListChanged":true,"resourceSubscriptions":["note://alice/todo"]}}}\n' +
         '\n',
@@ -110,8 +140,7 @@ describe('exact bytes on the wire', () => {
     hub.toolsListChanged();
     hub.resourceUpdated('note://alice/todo');
     await hub.close();
-    assert.equal(
-      res.text.slice(ackLength),
+    expect(res.text.slice(ackLength)).toBe(
       'event: message\n' +
         'data: {"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"listen-1"}}}\n' +
         '\n' +
@@ -122,7 +151,7 @@ describe('exact bytes on the wire', () => {
         'data: {"jsonrpc":"2.0","id":"listen-1","result":{"resultType":"complete","_meta":{"io.modelcontextprotocol/subscriptionId":"listen-1"}}}\n' +
         '\n',
     );
-    assert.equal(res.writableEnded, true);
+    expect(res.writableEnded).toBe(true);
   });
 
   test('numeric 0 and empty-string ids are used verbatim in every frame', async () => {
@@ -135,8 +164,7 @@ describe('exact bytes on the wire', () => {
       const res = await serve(listenBody(id, { promptsListChanged: true }));
       hub.promptsListChanged();
       await hub.close();
-      assert.equal(
-        res.text,
+      expect(res.text).toBe(
         `event: message\ndata: {"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":${json}},"notifications":{"promptsListChanged":true}}}\n\n` +
           `event: message\ndata: {"jsonrpc":"2.0","method":"notifications/prompts/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":${json}}}}\n\n` +
           `event: message\ndata: {"jsonrpc":"2.0","id":${json},"result":{"resultType":"complete","_meta":{"io.modelcontextprotocol/subscriptionId":${json}}}}\n\n`,
@@ -151,12 +179,10 @@ describe('exact bytes on the wire', () => {
     });
     const res = await serve(listenBody(9, { toolsListChanged: true }));
     await hub.close();
-    assert.ok(
-      res.text.endsWith(
-        'event: message\ndata: {"jsonrpc":"2.0","id":9,"result":{"resultType":"complete","_meta":{"io.modelcontextprotocol/subscriptionId":9,"io.modelcontextprotocol/serverInfo":{"name":"notes","version":"1.2.3"}}}}\n\n',
-      ),
-      res.text,
-    );
+    const last =
+      'event: message\ndata: {"jsonrpc":"2.0","id":9,"result":{"resultType":"complete","_meta":{"io.modelcontextprotocol/subscriptionId":9,"io.modelcontextprotocol/serverInfo":{"name":"notes","version":"1.2.3"}}}}\n\n';
+    // res.text ends with `last` (a failure shows res.text)
+    expect([res.text, res.text.endsWith(last)]).toStrictEqual([res.text, true]);
   });
 
   test('a task notification carries the full state on one data line, line breaks escaped', async () => {
@@ -176,10 +202,13 @@ describe('exact bytes on the wire', () => {
     await settle(); // a tick's events reach a stream as one write, at the end of the tick
     const frames = res.text.split('\n\n');
     const frame = frames[1]!;
-    assert.equal(frame.split('\n').length, 2, JSON.stringify(frame));
-    assert.ok(frame.startsWith('event: message\ndata: {"jsonrpc":"2.0","method":"notifications/tasks","params":{'));
+    // one event line and one data line (a failure prints the frame's lines)
+    expect(frame.split('\n')).toHaveLength(2);
+    expect(
+      frame.startsWith('event: message\ndata: {"jsonrpc":"2.0","method":"notifications/tasks","params":{'),
+    ).toBeTruthy();
     const message = JSON.parse(frame.slice('event: message\ndata: '.length));
-    assert.deepEqual(message, {
+    expect(message).toStrictEqual({
       jsonrpc: '2.0',
       method: 'notifications/tasks',
       params: { ...state, _meta: { 'io.modelcontextprotocol/subscriptionId': 't' } },
@@ -191,8 +220,8 @@ describe('exact bytes on the wire', () => {
 describe('errors before the stream opens', () => {
   async function error(setupResult: Setup, body: unknown, headers = listenHeaders()) {
     const res = await setupResult.serve(body, { headers });
-    assert.equal(res.headers?.['Content-Type'], 'application/json');
-    assert.equal(res.writableEnded, true);
+    expect(res.headers?.['Content-Type']).toBe('application/json');
+    expect(res.writableEnded).toBe(true);
     return { status: res.statusCode, body: JSON.parse(res.text), headers: res.headers ?? {} };
   }
 
@@ -223,14 +252,15 @@ describe('errors before the stream opens', () => {
     ];
     for (const [body, headers, code, status, id] of rows) {
       const got = await error(s, body, headers);
-      assert.equal(got.status, status, JSON.stringify(got.body));
-      assert.equal(got.body.jsonrpc, '2.0');
-      assert.equal(got.body.id, id);
-      assert.equal(got.body.error.code, code);
-      assert.equal(typeof got.body.error.message, 'string');
+      // got.body shows in a failure: it tells which row went wrong
+      expect([got.status, got.body]).toStrictEqual([status, got.body]);
+      expect(got.body.jsonrpc).toBe('2.0');
+      expect(got.body.id).toBe(id);
+      expect(got.body.error.code).toBe(code);
+      expect(typeof got.body.error.message).toBe('string');
     }
-    assert.equal(s.hub.stats().pendingStreams, 0);
-    assert.equal(s.hub.stats().opened, 0);
+    expect(s.hub.stats().pendingStreams).toBe(0);
+    expect(s.hub.stats().opened).toBe(0);
     await s.hub.close();
   });
 
@@ -241,8 +271,8 @@ describe('errors before the stream opens', () => {
       { rawBody: Buffer.from('{"jsonrpc":'), headers: listenHeaders(), principal: 'a', request: {} },
       res,
     );
-    assert.equal(res.statusCode, 400);
-    assert.deepEqual(JSON.parse(res.text), {
+    expect(res.statusCode).toBe(400);
+    expect(JSON.parse(res.text)).toStrictEqual({
       jsonrpc: '2.0',
       id: null,
       error: { code: -32700, message: JSON.parse(res.text).error.message },
@@ -258,8 +288,8 @@ describe('errors before the stream opens', () => {
     ]) {
       const res = new FakeResponse();
       await s.handler.handle({ rawBody, headers: listenHeaders(), principal: 'a', request: {} }, res);
-      assert.equal(res.statusCode, 200);
-      assert.deepEqual(ackOf(res), { toolsListChanged: true });
+      expect(res.statusCode).toBe(200);
+      expect(ackOf(res)).toStrictEqual({ toolsListChanged: true });
     }
     await s.hub.close();
   });
@@ -271,9 +301,9 @@ describe('errors before the stream opens', () => {
       listenBody('v', {}, { 'io.modelcontextprotocol/protocolVersion': '2025-11-25' }),
       listenHeaders({ 'mcp-protocol-version': '2025-11-25' }),
     );
-    assert.deepEqual(version.body.error.data, { supported: ['2026-07-28'], requested: '2025-11-25' });
+    expect(version.body.error.data).toStrictEqual({ supported: ['2026-07-28'], requested: '2025-11-25' });
     const tasks = await error(s, listenBody('x', { taskIds: ['t'] }));
-    assert.deepEqual(tasks.body.error.data, { requiredCapabilities: { extensions: { [TASKS]: {} } } });
+    expect(tasks.body.error.data).toStrictEqual({ requiredCapabilities: { extensions: { [TASKS]: {} } } });
     await s.hub.close();
   });
 
@@ -284,26 +314,26 @@ describe('errors before the stream opens', () => {
       listenBody('c', { toolsListChanged: true }),
       listenHeaders({ 'content-type': 'text/plain' }),
     );
-    assert.equal(media.status, 415);
-    assert.equal(media.body.error.code, -32600);
-    assert.equal(media.body.id, 'c');
+    expect(media.status).toBe(415);
+    expect(media.body.error.code).toBe(-32600);
+    expect(media.body.id).toBe('c');
     const accept = await error(
       s,
       listenBody('a', { toolsListChanged: true }),
       listenHeaders({ accept: 'application/json' }),
     );
-    assert.equal(accept.status, 406);
-    assert.equal(accept.body.error.code, -32600);
+    expect(accept.status).toBe(406);
+    expect(accept.body.error.code).toBe(-32600);
     for (const ok of ['text/event-stream', 'application/json;q=0.9, text/event-stream;q=1', '*/*']) {
       const res = await s.serve(listenBody('ok', { toolsListChanged: true }), {
         headers: listenHeaders({ accept: ok }),
       });
-      assert.equal(res.statusCode, 200, ok);
+      expect([ok, res.statusCode]).toStrictEqual([ok, 200]); // the Accept value shows in a failure
     }
     await s.hub.close();
   });
 
-  test('the README lists Content-Type (415) before "body is not JSON" (-32700)', {}, async () => {
+  test('the README lists Content-Type (415) before "body is not JSON" (-32700)', async () => {
     const s = setup();
     const res = new FakeResponse();
     await s.handler.handle(
@@ -311,24 +341,24 @@ describe('errors before the stream opens', () => {
       res,
     );
     await s.hub.close();
-    assert.equal(res.statusCode, 415);
+    expect(res.statusCode).toBe(415);
   });
 
   test('capacity exhausted: 503, Retry-After, -32603 "Subscription limit reached", the id; a freed slot is reusable at once', async () => {
     const s = setup({ capabilities: { toolsListChanged: true } }, { maxSubscriptions: 1, retryAfterSeconds: 3 });
     const first = await s.serve(listenBody('one', { toolsListChanged: true }));
-    assert.equal(first.statusCode, 200);
+    expect(first.statusCode).toBe(200);
     const refused = await error(s, listenBody('two', { toolsListChanged: true }));
-    assert.equal(refused.status, 503);
-    assert.equal(refused.headers['Retry-After'], '3');
-    assert.deepEqual(refused.body, {
+    expect(refused.status).toBe(503);
+    expect(refused.headers['Retry-After']).toBe('3');
+    expect(refused.body).toStrictEqual({
       jsonrpc: '2.0',
       id: 'two',
       error: { code: -32603, message: 'Subscription limit reached' },
     });
     first.clientClose();
     const third = await s.serve(listenBody('three', { toolsListChanged: true }));
-    assert.equal(third.statusCode, 200);
+    expect(third.statusCode).toBe(200);
     await s.hub.close();
   });
 
@@ -350,13 +380,13 @@ describe('errors before the stream opens', () => {
     );
     await settleUntil(() => s.hub.stats().pendingStreams === 1, 'the reservation');
     const refused = await error(s, listenBody('q', { resourceSubscriptions: ['note://a'] }));
-    assert.equal(refused.status, 503);
+    expect(refused.status).toBe(503);
     const other = await s.serve(listenBody('r', { resourceSubscriptions: ['note://b'] }), { principal: 'bob' });
-    assert.equal(other.statusCode, 200);
+    expect(other.statusCode).toBe(200);
     gate.resolve(true);
     await pending;
-    assert.equal(res.statusCode, 200);
-    assert.equal(s.hub.stats().openStreams, 2);
+    expect(res.statusCode).toBe(200);
+    expect(s.hub.stats().openStreams).toBe(2);
     await s.hub.close();
   });
 });
@@ -369,14 +399,14 @@ describe('capability narrowing (spec §2)', () => {
     const res = await s.serve(
       listenBody(1, { toolsListChanged: true, promptsListChanged: true, resourcesListChanged: false }),
     );
-    assert.deepEqual(ackOf(res), { toolsListChanged: true });
+    expect(ackOf(res)).toStrictEqual({ toolsListChanged: true });
     await s.hub.close();
   });
 
   test('unknown fields are not honoured and omitted', async () => {
     const s = setup({ capabilities: { toolsListChanged: true } });
     const res = await s.serve(listenBody(1, { toolsListChanged: true, futureListChanged: true, elicitations: ['x'] }));
-    assert.deepEqual(ackOf(res), { toolsListChanged: true });
+    expect(ackOf(res)).toStrictEqual({ toolsListChanged: true });
     await s.hub.close();
   });
 
@@ -384,8 +414,8 @@ describe('capability narrowing (spec §2)', () => {
     const calls: string[] = [];
     const s = setup({ capabilities: { toolsListChanged: true }, canRead: (uri) => calls.push(uri) > 0 });
     const res = await s.serve(listenBody(1, { toolsListChanged: true, resourceSubscriptions: ['note://a'] }));
-    assert.deepEqual(ackOf(res), { toolsListChanged: true });
-    assert.deepEqual(calls, []);
+    expect(ackOf(res)).toStrictEqual({ toolsListChanged: true });
+    expect(calls).toStrictEqual([]);
     await s.hub.close();
   });
 
@@ -413,23 +443,23 @@ describe('capability narrowing (spec §2)', () => {
         ],
       }),
     );
-    assert.deepEqual(ackOf(res), { resourceSubscriptions: ['note://alice/b', 'note://alice/a'] });
+    expect(ackOf(res)).toStrictEqual({ resourceSubscriptions: ['note://alice/b', 'note://alice/a'] });
     // Each distinct URI is checked once; the hook sees only readable URIs, each after its read check.
-    assert.deepEqual(order.filter((c) => c.startsWith('read')).sort(), [
+    expect(order.filter((c) => c.startsWith('read')).sort()).toStrictEqual([
       'read note://alice/a',
       'read note://alice/b',
       'read note://alice/unwatchable',
       'read note://bob/secret',
     ]);
-    assert.deepEqual(order.filter((c) => c.startsWith('hook')).sort(), [
+    expect(order.filter((c) => c.startsWith('hook')).sort()).toStrictEqual([
       'hook note://alice/a',
       'hook note://alice/b',
       'hook note://alice/unwatchable',
     ]);
     for (const uri of ['note://alice/a', 'note://alice/b', 'note://alice/unwatchable']) {
-      assert.ok(order.indexOf(`read ${uri}`) < order.indexOf(`hook ${uri}`));
+      expect(order.indexOf(`read ${uri}`)).toBeLessThan(order.indexOf(`hook ${uri}`));
     }
-    assert.deepEqual(s.hub.resourceUpdated('note://bob/secret'), {
+    expect(s.hub.resourceUpdated('note://bob/secret')).toStrictEqual({
       matched: 0,
       written: 0,
       queued: 0,
@@ -437,7 +467,7 @@ describe('capability narrowing (spec §2)', () => {
       dropped: 0,
       closed: 0,
     });
-    assert.equal(s.hub.resourceUpdated('note://alice/a').written, 1);
+    expect(s.hub.resourceUpdated('note://alice/a').written).toBe(1);
     await s.hub.close();
   });
 
@@ -451,11 +481,11 @@ describe('capability narrowing (spec §2)', () => {
     const b = await notAsked.serve(
       listenBody('L', { toolsListChanged: true, resourceSubscriptions: ['note://alice/x'] }),
     );
-    assert.equal(a.text, b.text);
-    assert.deepEqual(a.headers, b.headers);
+    expect(a.text).toBe(b.text);
+    expect(a.headers).toStrictEqual(b.headers);
     await asked.hub.close();
     await notAsked.hub.close();
-    assert.equal(a.text, b.text);
+    expect(a.text).toBe(b.text);
   });
 
   test('when every URI is refused the field is omitted, and an otherwise empty filter is completed at once', async () => {
@@ -463,14 +493,13 @@ describe('capability narrowing (spec §2)', () => {
     const res = await s.serve(
       listenBody('e', { resourceSubscriptions: ['note://a', 'note://b'], toolsListChanged: false }),
     );
-    assert.equal(
-      res.text,
+    expect(res.text).toBe(
       'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"e"},"notifications":{}}}\n\n' +
         'event: message\ndata: {"jsonrpc":"2.0","id":"e","result":{"resultType":"complete","_meta":{"io.modelcontextprotocol/subscriptionId":"e"}}}\n\n',
     );
-    assert.equal(res.writableEnded, true);
-    assert.equal(s.hub.stats().openStreams, 0);
-    assert.equal(s.hub.stats().pendingStreams, 0);
+    expect(res.writableEnded).toBe(true);
+    expect(s.hub.stats().openStreams).toBe(0);
+    expect(s.hub.stats().pendingStreams).toBe(0);
     await s.hub.close();
   });
 
@@ -484,7 +513,7 @@ describe('capability narrowing (spec §2)', () => {
       canAccessTask: (id, { principal }) => owned.get(id) === principal,
     });
     const res = await s.serve(listenBody(1, { taskIds: ['t2', 't1', 'missing', 't1'] }, taskMeta));
-    assert.deepEqual(ackOf(res), { taskIds: ['t1'] });
+    expect(ackOf(res)).toStrictEqual({ taskIds: ['t1'] });
     await s.hub.close();
   });
 
@@ -500,10 +529,10 @@ describe('capability narrowing (spec §2)', () => {
       principal: 'carol',
       request,
     });
-    assert.equal(seen.length, 2);
+    expect(seen.length).toBe(2);
     for (const context of seen) {
-      assert.equal(context.principal, 'carol');
-      assert.equal(context.request, request);
+      expect(context.principal).toBe('carol');
+      expect(context.request).toBe(request);
     }
     await s.hub.close();
   });
@@ -524,18 +553,18 @@ describe('per-URI checks', () => {
     };
     const s = setup({ capabilities: { resourceSubscriptions: true }, canRead: (uri) => verdicts[uri] as boolean });
     const res = await s.serve(listenBody(1, { resourceSubscriptions: Object.keys(verdicts) }));
-    assert.deepEqual(ackOf(res), {
+    expect(ackOf(res)).toStrictEqual({
       resourceSubscriptions: ['note://sync-true', 'note://async-true', 'note://thenable-true'],
     });
     await s.hub.close();
   });
 
-  test('a check that throws, rejects or times out drops its URI silently and is logged without the URI', async (t) => {
-    t.mock.timers.enable({ apis: ['setTimeout'] });
+  test('a check that throws, rejects or times out drops its URI silently and is logged without the URI', async () => {
+    fakeSetTimeoutOnly();
     const failures: unknown[] = [];
     const onCheckError = (message: unknown) => failures.push(message);
     diagnostics.subscribe(DiagnosticsChannel.CheckError, onCheckError);
-    t.after(() => diagnostics.unsubscribe(DiagnosticsChannel.CheckError, onCheckError));
+    cleanups.push(() => diagnostics.unsubscribe(DiagnosticsChannel.CheckError, onCheckError));
 
     const listenLogger = recordingLogger();
     const s = setup({
@@ -571,23 +600,23 @@ describe('per-URI checks', () => {
       res,
     );
     await settleUntil(() => listenLogger.warns.length === 4, 'the four immediate failures to be logged');
-    assert.equal(res.headersSent, false);
-    t.mock.timers.tick(1000);
+    expect(res.headersSent).toBe(false);
+    jest.advanceTimersByTime(1000);
     await handled;
 
-    assert.deepEqual(ackOf(res), { resourceSubscriptions: ['note://ok/1', 'note://ok/2'] });
-    assert.equal(res.text.includes('secret'), false);
-    assert.equal(res.text.includes('down'), false);
-    assert.equal(listenLogger.warns.length, 5);
-    assert.equal(s.logger.warns.length, 0, 'the listen logger replaces the hub logger');
+    expect(ackOf(res)).toStrictEqual({ resourceSubscriptions: ['note://ok/1', 'note://ok/2'] });
+    expect(res.text.includes('secret')).toBe(false);
+    expect(res.text.includes('down')).toBe(false);
+    expect(listenLogger.warns.length).toBe(5);
+    expect(s.logger.warns.length).toBe(0); // the listen logger replaces the hub logger
     const logged = JSON.stringify(
       listenLogger.warns.map(([message, details]) => [message, String((details as { error: unknown }).error)]),
     );
-    assert.equal(logged.includes('note://'), false, logged);
-    assert.match(logged, /canRead/);
-    assert.match(logged, /handleSubscribeResource/);
-    assert.match(logged, /longer than 1000 ms/);
-    assert.deepEqual(failures.map((f) => (f as { stage: string }).stage).sort(), [
+    expect(logged).not.toContain('note://'); // a failure shows what was logged
+    expect(logged).toMatch(/canRead/);
+    expect(logged).toMatch(/handleSubscribeResource/);
+    expect(logged).toMatch(/longer than 1000 ms/);
+    expect(failures.map((f) => (f as { stage: string }).stage).sort()).toStrictEqual([
       'canRead',
       'canRead',
       'canRead',
@@ -597,8 +626,8 @@ describe('per-URI checks', () => {
     await s.hub.close();
   });
 
-  test('authorizeTimeoutMs: false lets a slow check take its time', async (t) => {
-    t.mock.timers.enable({ apis: ['setTimeout'] });
+  test('authorizeTimeoutMs: false lets a slow check take its time', async () => {
+    fakeSetTimeoutOnly();
     const gate = deferred<boolean>();
     const s = setup({
       capabilities: { resourceSubscriptions: true },
@@ -616,13 +645,13 @@ describe('per-URI checks', () => {
       res,
     );
     await settle();
-    t.mock.timers.tick(24 * 3600 * 1000);
+    jest.advanceTimersByTime(24 * 3600 * 1000);
     await settle();
-    assert.equal(res.headersSent, false);
+    expect(res.headersSent).toBe(false);
     gate.resolve(true);
     await handled;
-    assert.deepEqual(ackOf(res), { resourceSubscriptions: ['note://slow'] });
-    assert.equal(s.logger.warns.length, 0);
+    expect(ackOf(res)).toStrictEqual({ resourceSubscriptions: ['note://slow'] });
+    expect(s.logger.warns.length).toBe(0);
     await s.hub.close();
   });
 
@@ -662,8 +691,8 @@ describe('per-URI checks', () => {
       released++;
     }
     await handled;
-    assert.equal(maxInFlight, 3);
-    assert.deepEqual(ackOf(res), {
+    expect(maxInFlight).toBe(3);
+    expect(ackOf(res)).toStrictEqual({
       resourceSubscriptions: ['note://n/0', 'note://n/2', 'note://n/4', 'note://n/6', 'note://n/8'],
     });
     await s.hub.close();
@@ -694,20 +723,20 @@ describe('per-URI checks', () => {
     res.clientClose();
     for (const gate of gates) gate.resolve(true);
     await handled;
-    assert.equal(gates.length, 2, 'no check started after the client left');
-    assert.equal(res.headersSent, false);
-    assert.deepEqual(res.chunks, []);
-    assert.equal(s.hub.stats().pendingStreams, 0);
-    assert.equal(s.hub.stats().openStreams, 0);
+    expect(gates.length).toBe(2); // no check started after the client left
+    expect(res.headersSent).toBe(false);
+    expect(res.chunks).toStrictEqual([]);
+    expect(s.hub.stats().pendingStreams).toBe(0);
+    expect(s.hub.stats().openStreams).toBe(0);
     const next = await s.serve(listenBody(2, { resourceSubscriptions: ['note://x'] }));
     await settle();
-    assert.equal(next.statusCode, 200);
+    expect(next.statusCode).toBe(200);
     await s.hub.close();
   });
 });
 
 describe('failures while opening', () => {
-  test('a response that cannot be opened gives its per-principal slot back', {}, async () => {
+  test('a response that cannot be opened gives its per-principal slot back', async () => {
     const s = setup({ capabilities: { toolsListChanged: true } }, { maxSubscriptionsPerPrincipal: 1 });
     // Some middleware of the host already sent headers: writeHead throws ERR_HTTP_HEADERS_SENT.
     const broken = new FakeResponse();
@@ -716,52 +745,48 @@ describe('failures while opening', () => {
       { body: listenBody(1, { toolsListChanged: true }), headers: listenHeaders(), principal: 'alice', request: {} },
       broken,
     );
-    assert.equal(s.logger.errors.length, 1, 'the failure is logged');
-    assert.equal(broken.destroyed, true);
-    assert.equal(s.hub.stats().openStreams, 0);
+    expect(s.logger.errors.length).toBe(1); // the failure is logged
+    expect(broken.destroyed).toBe(true);
+    expect(s.hub.stats().openStreams).toBe(0);
     const next = await s.serve(listenBody(2, { toolsListChanged: true }), { principal: 'alice' });
     await s.hub.close();
-    assert.equal(next.statusCode, 200, 'alice has no open stream, so she must not be refused');
+    expect(next.statusCode).toBe(200); // alice has no open stream, so she must not be refused
   });
 
-  test(
-    'a listen still being authorized when the hub closes does not open a stream that nobody will end',
-    {},
-    async () => {
-      const gate = deferred<boolean>();
-      const s = setup({ capabilities: { resourceSubscriptions: true }, canRead: () => gate.promise });
-      const res = new FakeResponse();
-      const handled = s.handler.handle(
-        {
-          body: listenBody(1, { resourceSubscriptions: ['note://a'] }),
-          headers: listenHeaders(),
-          principal: 'a',
-          request: {},
-        },
-        res,
-      );
-      await settleUntil(() => s.hub.stats().pendingStreams === 1, 'the reservation');
-      await s.hub.close();
-      gate.resolve(true);
-      await handled;
-      await settle();
-      const leftOpen = !res.writableEnded && !res.destroyed;
-      if (leftOpen) res.clientClose();
-      assert.equal(leftOpen, false, 'the response must end (503, or ack then result)');
-      assert.equal(s.hub.stats().openStreams, 0);
-    },
-  );
+  test('a listen still being authorized when the hub closes does not open a stream that nobody will end', async () => {
+    const gate = deferred<boolean>();
+    const s = setup({ capabilities: { resourceSubscriptions: true }, canRead: () => gate.promise });
+    const res = new FakeResponse();
+    const handled = s.handler.handle(
+      {
+        body: listenBody(1, { resourceSubscriptions: ['note://a'] }),
+        headers: listenHeaders(),
+        principal: 'a',
+        request: {},
+      },
+      res,
+    );
+    await settleUntil(() => s.hub.stats().pendingStreams === 1, 'the reservation');
+    await s.hub.close();
+    gate.resolve(true);
+    await handled;
+    await settle();
+    const leftOpen = !res.writableEnded && !res.destroyed;
+    if (leftOpen) res.clientClose();
+    expect(leftOpen).toBe(false); // the response must end (503, or ack then result)
+    expect(s.hub.stats().openStreams).toBe(0);
+  });
 });
 
 describe('the capability declaration', () => {
   test('toServerCapabilities() advertises exactly what is offered', () => {
-    assert.deepEqual(toServerCapabilities({}), {});
-    assert.deepEqual(toServerCapabilities({ toolsListChanged: true, promptsListChanged: false }), {
+    expect(toServerCapabilities({})).toStrictEqual({});
+    expect(toServerCapabilities({ toolsListChanged: true, promptsListChanged: false })).toStrictEqual({
       tools: { listChanged: true },
     });
-    assert.deepEqual(toServerCapabilities({ resourcesListChanged: true }), { resources: { listChanged: true } });
-    assert.deepEqual(toServerCapabilities({ resourceSubscriptions: true }), { resources: { subscribe: true } });
-    assert.deepEqual(toServerCapabilities(ALL), {
+    expect(toServerCapabilities({ resourcesListChanged: true })).toStrictEqual({ resources: { listChanged: true } });
+    expect(toServerCapabilities({ resourceSubscriptions: true })).toStrictEqual({ resources: { subscribe: true } });
+    expect(toServerCapabilities(ALL)).toStrictEqual({
       tools: { listChanged: true },
       prompts: { listChanged: true },
       resources: { listChanged: true, subscribe: true },
@@ -771,16 +796,16 @@ describe('the capability declaration', () => {
 
   test('defineCapabilities() freezes a complete declaration and rejects typos and non-booleans', () => {
     const caps = defineCapabilities({ toolsListChanged: true });
-    assert.equal(Object.isFrozen(caps), true);
-    assert.deepEqual(caps, {
+    expect(Object.isFrozen(caps)).toBe(true);
+    expect(caps).toStrictEqual({
       toolsListChanged: true,
       promptsListChanged: false,
       resourcesListChanged: false,
       resourceSubscriptions: false,
       tasks: false,
     });
-    assert.throws(() => defineCapabilities({ toolListChanged: true } as never), /toolListChanged/);
-    assert.throws(() => defineCapabilities({ tasks: 'yes' } as never), /capabilities\.tasks/);
+    expect(() => defineCapabilities({ toolListChanged: true } as never)).toThrow(/toolListChanged/);
+    expect(() => defineCapabilities({ tasks: 'yes' } as never)).toThrow(/capabilities\.tasks/);
   });
 });
 
@@ -789,46 +814,43 @@ describe('listen options', () => {
     try {
       createListenHandler(options as never);
     } catch (error) {
-      assert.ok(hasErrorCode(error, ErrorCode.InvalidOption), String(error));
+      // expected an OptionsError (the error itself shows in a failure)
+      expect([String(error), hasErrorCode(error, ErrorCode.InvalidOption)]).toStrictEqual([String(error), true]);
       return error as Error;
     }
-    assert.fail('expected an OptionsError');
+    throw new Error('expected an OptionsError');
   }
 
   test('each mistake throws at construction, naming the field', async () => {
     const hub = new SubscriptionHub({ logger: recordingLogger() });
     const base = { hub, capabilities: { toolsListChanged: true } };
-    assert.match(optionError(undefined).message, /options/);
-    assert.match(optionError({ capabilities: {} }).message, /`hub`/);
-    assert.match(optionError({ hub: {}, capabilities: {} }).message, /`hub`/);
-    assert.match(optionError({ hub }).message, /`capabilities`/);
-    assert.match(optionError({ ...base, capabilities: { toolListChanged: true } }).message, /toolListChanged/);
-    assert.match(
-      optionError({ ...base, capabilities: { toolsListChanged: 'yes' } }).message,
+    expect(optionError(undefined).message).toMatch(/options/);
+    expect(optionError({ capabilities: {} }).message).toMatch(/`hub`/);
+    expect(optionError({ hub: {}, capabilities: {} }).message).toMatch(/`hub`/);
+    expect(optionError({ hub }).message).toMatch(/`capabilities`/);
+    expect(optionError({ ...base, capabilities: { toolListChanged: true } }).message).toMatch(/toolListChanged/);
+    expect(optionError({ ...base, capabilities: { toolsListChanged: 'yes' } }).message).toMatch(
       /capabilities\.toolsListChanged/,
     );
-    assert.match(optionError({ ...base, capabilities: { resourceSubscriptions: true } }).message, /`canRead`/);
-    assert.match(optionError({ ...base, capabilities: { tasks: true } }).message, /`canAccessTask`/);
-    assert.match(optionError({ ...base, canRead: 'yes' }).message, /`canRead`/);
-    assert.match(optionError({ ...base, handleSubscribeResource: true }).message, /`handleSubscribeResource`/);
-    assert.match(optionError({ ...base, canAccessTask: 1 }).message, /`canAccessTask`/);
-    assert.equal(
-      optionError({ ...base, keepAliveMs: -5 }).message,
+    expect(optionError({ ...base, capabilities: { resourceSubscriptions: true } }).message).toMatch(/`canRead`/);
+    expect(optionError({ ...base, capabilities: { tasks: true } }).message).toMatch(/`canAccessTask`/);
+    expect(optionError({ ...base, canRead: 'yes' }).message).toMatch(/`canRead`/);
+    expect(optionError({ ...base, handleSubscribeResource: true }).message).toMatch(/`handleSubscribeResource`/);
+    expect(optionError({ ...base, canAccessTask: 1 }).message).toMatch(/`canAccessTask`/);
+    expect(optionError({ ...base, keepAliveMs: -5 }).message).toBe(
       'mcp-subscriptions: Expected `keepAliveMs` to be a positive integer, got `-5` (number)',
     );
     for (const field of ['keepAliveMs', 'maxFilterEntries', 'authorizeConcurrency', 'authorizeTimeoutMs']) {
       for (const value of [0, -1, 2.5, '100', Number.NaN, true]) {
-        assert.ok(
-          optionError({ ...base, [field]: value }).message.includes(`\`${field}\``),
-          `${field}=${String(value)}`,
-        );
+        // the message names the field, and quotes the value: a failure shows which field and value
+        expect(optionError({ ...base, [field]: value }).message).toContain(`\`${field}\``);
       }
     }
-    assert.match(optionError({ ...base, maxFilterEntries: false }).message, /`maxFilterEntries`/);
-    assert.match(optionError({ ...base, authorizeConcurrency: false }).message, /`authorizeConcurrency`/);
-    assert.match(optionError({ ...base, protocolVersions: [] }).message, /`protocolVersions`/);
-    assert.match(optionError({ ...base, protocolVersions: [2026] }).message, /`protocolVersions`/);
-    assert.match(optionError({ ...base, serverInfo: 'notes' }).message, /`serverInfo`/);
+    expect(optionError({ ...base, maxFilterEntries: false }).message).toMatch(/`maxFilterEntries`/);
+    expect(optionError({ ...base, authorizeConcurrency: false }).message).toMatch(/`authorizeConcurrency`/);
+    expect(optionError({ ...base, protocolVersions: [] }).message).toMatch(/`protocolVersions`/);
+    expect(optionError({ ...base, protocolVersions: [2026] }).message).toMatch(/`protocolVersions`/);
+    expect(optionError({ ...base, serverInfo: 'notes' }).message).toMatch(/`serverInfo`/);
     await hub.close();
   });
 
@@ -837,15 +859,17 @@ describe('listen options', () => {
     const base = { hub, capabilities: { toolsListChanged: true } };
     const max = 2 ** 31 - 1;
     for (const field of ['keepAliveMs', 'authorizeTimeoutMs'] as const) {
-      assert.match(optionError({ ...base, [field]: max + 1 }).message, new RegExp(`\`${field}\` to be at most ${max}`));
-      assert.equal(resolveListenOptions({ ...base, [field]: max })[field], max);
+      expect(optionError({ ...base, [field]: max + 1 }).message).toMatch(
+        new RegExp(`\`${field}\` to be at most ${max}`),
+      );
+      expect(resolveListenOptions({ ...base, [field]: max })[field]).toBe(max);
     }
-    assert.throws(
-      () => new SubscriptionHub({ completeTimeoutMs: max + 1 }),
-      (error: Error) => hasErrorCode(error, ErrorCode.InvalidOption) && /`completeTimeoutMs`/.test(error.message),
+    // hasErrorCode(error, ErrorCode.InvalidOption) and a message naming the field
+    expect(() => new SubscriptionHub({ completeTimeoutMs: max + 1 })).toThrow(
+      expect.objectContaining({ code: ErrorCode.InvalidOption, message: expect.stringMatching(/`completeTimeoutMs`/) }),
     );
     const edge = new SubscriptionHub({ completeTimeoutMs: max, logger: recordingLogger() });
-    assert.equal(edge.options.completeTimeoutMs, max);
+    expect(edge.options.completeTimeoutMs).toBe(max);
     await edge.close();
     await hub.close();
   });
@@ -854,15 +878,15 @@ describe('listen options', () => {
     const hub = new SubscriptionHub({ logger: recordingLogger() });
     const input = { hub, capabilities: { toolsListChanged: true } };
     const resolved = resolveListenOptions(input);
-    assert.deepEqual(Object.keys(input), ['hub', 'capabilities']);
-    assert.equal(Object.isFrozen(resolved), true);
-    assert.equal(resolved.keepAliveMs, 15_000);
-    assert.equal(resolved.maxFilterEntries, 1000);
-    assert.equal(resolved.authorizeConcurrency, 16);
-    assert.equal(resolved.authorizeTimeoutMs, 5000);
-    assert.deepEqual(resolved.protocolVersions, ['2026-07-28']);
-    assert.equal(resolved.logger, hub.options.logger);
-    assert.equal(resolveListenOptions({ ...input, keepAliveMs: false, authorizeTimeoutMs: false }).keepAliveMs, false);
+    expect(Object.keys(input)).toStrictEqual(['hub', 'capabilities']);
+    expect(Object.isFrozen(resolved)).toBe(true);
+    expect(resolved.keepAliveMs).toBe(15_000);
+    expect(resolved.maxFilterEntries).toBe(1000);
+    expect(resolved.authorizeConcurrency).toBe(16);
+    expect(resolved.authorizeTimeoutMs).toBe(5000);
+    expect(resolved.protocolVersions).toStrictEqual(['2026-07-28']);
+    expect(resolved.logger).toBe(hub.options.logger);
+    expect(resolveListenOptions({ ...input, keepAliveMs: false, authorizeTimeoutMs: false }).keepAliveMs).toBe(false);
     await hub.close();
   });
 });
