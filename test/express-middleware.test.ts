@@ -3,12 +3,11 @@
  * validation with HTTP statuses, pass-through of every other request (with and without a body parser
  * before it), the default principal, the body limit and option validation.
  */
-import assert from 'node:assert/strict';
 import http from 'node:http';
-import { describe, test } from 'node:test';
+import { describe, expect, test } from '@jest/globals';
 import request from 'supertest';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { ErrorCode, hasErrorCode, SubscriptionHub } from 'mcp-subscriptions';
+import { ErrorCode, SubscriptionHub } from 'mcp-subscriptions';
 import { mcpSubscriptions, type McpSubscriptionsOptions } from 'mcp-subscriptions/express';
 import { expressFlavours, listenOn, readRaw, type ExpressFlavour } from './helpers/express-apps.ts';
 import { recordingLogger } from './helpers/fake-response.ts';
@@ -103,12 +102,13 @@ for (const flavour of expressFlavours) {
       ];
       for (const [body, headers, code, status, id] of rows) {
         const res = await postListen(app, body, headers);
-        assert.equal(res.status, status, `${code}: ${res.text}`);
-        assert.match(res.headers['content-type'] ?? '', /^application\/json/);
+        // The status, with the row's code and the body shown on failure.
+        expect({ code, status: res.status, text: res.text }).toStrictEqual({ code, status, text: res.text });
+        expect(res.headers['content-type'] ?? '').toMatch(/^application\/json/);
         const json = JSON.parse(res.text);
-        assert.equal(json.jsonrpc, '2.0');
-        assert.equal(json.id, id);
-        assert.equal(json.error.code, code);
+        expect(json.jsonrpc).toBe('2.0');
+        expect(json.id).toBe(id);
+        expect(json.error.code).toBe(code);
       }
       await hub.close();
     });
@@ -117,8 +117,8 @@ for (const flavour of expressFlavours) {
       const { app, hub } = build(flavour);
       const { 'mcp-method': _omit, ...headers } = listenHeaders();
       const res = await postListen(app, listenBody('nh', { toolsListChanged: true }), headers);
-      assert.equal(res.status, 400);
-      assert.equal(JSON.parse(res.text).error.code, -32020);
+      expect(res.status).toBe(400);
+      expect(JSON.parse(res.text).error.code).toBe(-32020);
       await hub.close();
     });
 
@@ -126,12 +126,12 @@ for (const flavour of expressFlavours) {
       const { app, hub, checked } = build(flavour);
       const uris = Array.from({ length: 50_000 }, (_, i) => `note://u/${i}`);
       const res = await postListen(app, listenBody('big', { resourceSubscriptions: uris }));
-      assert.equal(res.status, 400);
+      expect(res.status).toBe(400);
       const json = JSON.parse(res.text);
-      assert.equal(json.id, 'big');
-      assert.equal(json.error.code, -32602);
-      assert.match(json.error.message, /at most 1000/);
-      assert.equal(checked.length, 0);
+      expect(json.id).toBe('big');
+      expect(json.error.code).toBe(-32602);
+      expect(json.error.message).toMatch(/at most 1000/);
+      expect(checked.length).toBe(0);
       await hub.close();
     });
 
@@ -139,12 +139,12 @@ for (const flavour of expressFlavours) {
       const { app, hub, checked } = build(flavour);
       const uris = Array.from({ length: 1000 }, (_, i) => `note://u/${i}`);
       const res = await postListen(app, listenBody('k', { resourceSubscriptions: uris }));
-      assert.equal(res.status, 200);
-      assert.match(res.headers['content-type'] ?? '', /^text\/event-stream/);
-      assert.equal(checked.length, 1000);
+      expect(res.status).toBe(200);
+      expect(res.headers['content-type'] ?? '').toMatch(/^text\/event-stream/);
+      expect(checked.length).toBe(1000);
       const events = sseEvents(res.text);
-      assert.equal(events[0]?.json.method, 'notifications/subscriptions/acknowledged');
-      assert.equal(events[1]?.json.result.resultType, 'complete');
+      expect(events[0]?.json.method).toBe('notifications/subscriptions/acknowledged');
+      expect(events[1]?.json.result.resultType).toBe('complete');
       await hub.close();
     });
 
@@ -154,58 +154,52 @@ for (const flavour of expressFlavours) {
         app,
         listenBody('e', { promptsListChanged: true, resourceSubscriptions: ['note://x'] }),
       );
-      assert.equal(res.status, 200);
-      assert.equal(res.headers['cache-control'], 'no-cache, no-transform');
-      assert.equal(res.headers['x-accel-buffering'], 'no');
-      assert.equal(res.headers['mcp-session-id'], undefined);
-      assert.deepEqual(
-        sseEvents(res.text).map((e) => e.json),
-        [
-          {
-            jsonrpc: '2.0',
-            method: 'notifications/subscriptions/acknowledged',
-            params: { _meta: { 'io.modelcontextprotocol/subscriptionId': 'e' }, notifications: {} },
-          },
-          {
-            jsonrpc: '2.0',
-            id: 'e',
-            result: { resultType: 'complete', _meta: { 'io.modelcontextprotocol/subscriptionId': 'e' } },
-          },
-        ],
-      );
+      expect(res.status).toBe(200);
+      expect(res.headers['cache-control']).toBe('no-cache, no-transform');
+      expect(res.headers['x-accel-buffering']).toBe('no');
+      expect(res.headers['mcp-session-id']).toBe(undefined);
+      expect(sseEvents(res.text).map((e) => e.json)).toStrictEqual([
+        {
+          jsonrpc: '2.0',
+          method: 'notifications/subscriptions/acknowledged',
+          params: { _meta: { 'io.modelcontextprotocol/subscriptionId': 'e' }, notifications: {} },
+        },
+        {
+          jsonrpc: '2.0',
+          id: 'e',
+          result: { resultType: 'complete', _meta: { 'io.modelcontextprotocol/subscriptionId': 'e' } },
+        },
+      ]);
       await hub.close();
     });
 
     test('with express.json() before it, a parsed listen body is served the same way', async () => {
       const { app, hub } = build(flavour, { before: [flavour.express.json()] });
       const ok = await postListen(app, listenBody('p', { toolsListChanged: false }));
-      assert.equal(ok.status, 200);
-      assert.equal(sseEvents(ok.text).length, 2);
+      expect(ok.status).toBe(200);
+      expect(sseEvents(ok.text).length).toBe(2);
       const bad = await postListen(app, listenBody('p', { toolsListChanged: 'no' }));
-      assert.equal(bad.status, 400);
-      assert.equal(JSON.parse(bad.text).error.code, -32602);
+      expect(bad.status).toBe(400);
+      expect(JSON.parse(bad.text).error.code).toBe(-32602);
       await hub.close();
     });
 
-    test(
-      'a body parser before it that did not match the request (a global express.urlencoded()) leaves listen working',
-      {},
-      async () => {
-        const { app, hub } = build(flavour, { before: [flavour.express.urlencoded({ extended: false })] });
-        const res = await postListen(app, listenBody('u', { resourceSubscriptions: ['note://x'] }));
-        await hub.close();
-        assert.equal(res.status, 200, res.text);
-        assert.equal(sseEvents(res.text)[0]?.json.params._meta['io.modelcontextprotocol/subscriptionId'], 'u');
-      },
-    );
+    test('a body parser before it that did not match the request (a global express.urlencoded()) leaves listen working', async () => {
+      const { app, hub } = build(flavour, { before: [flavour.express.urlencoded({ extended: false })] });
+      const res = await postListen(app, listenBody('u', { resourceSubscriptions: ['note://x'] }));
+      await hub.close();
+      // The status, with the body shown on failure.
+      expect({ status: res.status, text: res.text }).toStrictEqual({ status: 200, text: res.text });
+      expect(sseEvents(res.text)[0]?.json.params._meta['io.modelcontextprotocol/subscriptionId']).toBe('u');
+    });
 
     test('with express.text() before it, the text body is parsed by the middleware', async () => {
       const { app, hub } = build(flavour, { before: [flavour.express.text({ type: '*/*' })] });
       const ok = await postListen(app, listenBody('t', { resourceSubscriptions: ['note://x'] }));
-      assert.equal(ok.status, 200);
+      expect(ok.status).toBe(200);
       const bad = await postListen(app, '{"jsonrpc":');
-      assert.equal(bad.status, 400);
-      assert.equal(JSON.parse(bad.text).error.code, -32700);
+      expect(bad.status).toBe(400);
+      expect(JSON.parse(bad.text).error.code).toBe(-32700);
       await hub.close();
     });
   });
@@ -219,8 +213,8 @@ for (const flavour of expressFlavours) {
         .post('/mcp')
         .set({ 'content-type': 'application/json', 'mcp-method': 'tools/list' })
         .send(JSON.stringify(toolsList));
-      assert.equal(res.status, 200);
-      assert.deepEqual(res.body, { passed: true, method: 'POST', body: null, raw: JSON.stringify(toolsList) });
+      expect(res.status).toBe(200);
+      expect(res.body).toStrictEqual({ passed: true, method: 'POST', body: null, raw: JSON.stringify(toolsList) });
       await hub.close();
     });
 
@@ -230,8 +224,8 @@ for (const flavour of expressFlavours) {
         .post('/mcp')
         .set('content-type', 'application/json')
         .send(JSON.stringify(toolsList));
-      assert.equal(res.status, 200);
-      assert.deepEqual(res.body, { passed: true, method: 'POST', body: toolsList, raw: null });
+      expect(res.status).toBe(200);
+      expect(res.body).toStrictEqual({ passed: true, method: 'POST', body: toolsList, raw: null });
       await hub.close();
     });
 
@@ -241,8 +235,8 @@ for (const flavour of expressFlavours) {
         .post('/mcp')
         .set('content-type', 'application/json')
         .send(JSON.stringify(toolsList));
-      assert.equal(res.status, 200);
-      assert.deepEqual(res.body, { passed: true, method: 'POST', body: toolsList, raw: null });
+      expect(res.status).toBe(200);
+      expect(res.body).toStrictEqual({ passed: true, method: 'POST', body: toolsList, raw: null });
       await hub.close();
     });
 
@@ -252,12 +246,12 @@ for (const flavour of expressFlavours) {
         .post('/mcp')
         .set({ 'content-type': 'application/json', 'mcp-method': 'tools/list' })
         .send(JSON.stringify(toolsList));
-      assert.deepEqual(res.body, { passed: true, method: 'POST', body: toolsList, raw: null });
+      expect(res.body).toStrictEqual({ passed: true, method: 'POST', body: toolsList, raw: null });
       const noHeader = await request(app)
         .post('/mcp')
         .set('content-type', 'application/json')
         .send(JSON.stringify(toolsList));
-      assert.deepEqual(noHeader.body, { passed: true, method: 'POST', body: toolsList, raw: null });
+      expect(noHeader.body).toStrictEqual({ passed: true, method: 'POST', body: toolsList, raw: null });
       await hub.close();
     });
 
@@ -269,7 +263,7 @@ for (const flavour of expressFlavours) {
         { jsonrpc: '2.0', method: 'notifications/initialized' },
       ]) {
         const res = await request(app).post('/mcp').set('content-type', 'application/json').send(JSON.stringify(body));
-        assert.deepEqual(res.body, { passed: true, method: 'POST', body, raw: null });
+        expect(res.body).toStrictEqual({ passed: true, method: 'POST', body, raw: null });
       }
       await hub.close();
     });
@@ -281,41 +275,38 @@ for (const flavour of expressFlavours) {
         .post('/mcp')
         .set({ 'content-type': 'application/json', 'mcp-method': 'notifications/cancelled' })
         .send(JSON.stringify(cancel));
-      assert.deepEqual(res.body, { passed: true, method: 'POST', body: cancel, raw: null });
+      expect(res.body).toStrictEqual({ passed: true, method: 'POST', body: cancel, raw: null });
       await hub.close();
     });
 
     test('a body that is not JSON, and a GET, are passed on unread', async () => {
       const { app, hub } = build(flavour);
       const text = await request(app).post('/mcp').set('content-type', 'text/plain').send('hello');
-      assert.deepEqual(text.body, { passed: true, method: 'POST', body: null, raw: 'hello' });
+      expect(text.body).toStrictEqual({ passed: true, method: 'POST', body: null, raw: 'hello' });
       const get = await request(app).get('/mcp');
-      assert.equal(get.body.passed, true);
-      assert.equal(get.body.method, 'GET');
+      expect(get.body.passed).toBe(true);
+      expect(get.body.method).toBe('GET');
       await hub.close();
     });
 
-    test(
-      'malformed JSON without Mcp-Method reaches a later express.json() as it would without the middleware',
-      {},
-      async () => {
-        const control = flavour.express();
-        control.post('/mcp', flavour.express.json(), hostHandler);
-        control.use((error: Error & { status?: number }, _req: Request, res: Response, _next: NextFunction) => {
-          res.status(error.status ?? 500).json({ hostError: error.message });
-        });
-        const expected = await request(control)
-          .post('/mcp')
-          .set('content-type', 'application/json')
-          .send('{"jsonrpc":');
-        assert.equal(expected.status, 400);
+    test('malformed JSON without Mcp-Method reaches a later express.json() as it would without the middleware', async () => {
+      const control = flavour.express();
+      control.post('/mcp', flavour.express.json(), hostHandler);
+      control.use((error: Error & { status?: number }, _req: Request, res: Response, _next: NextFunction) => {
+        res.status(error.status ?? 500).json({ hostError: error.message });
+      });
+      const expected = await request(control).post('/mcp').set('content-type', 'application/json').send('{"jsonrpc":');
+      expect(expected.status).toBe(400);
 
-        const { app, hub } = build(flavour, { after: [flavour.express.json()] });
-        const res = await request(app).post('/mcp').set('content-type', 'application/json').send('{"jsonrpc":');
-        await hub.close();
-        assert.equal(res.status, expected.status, JSON.stringify(res.body));
-      },
-    );
+      const { app, hub } = build(flavour, { after: [flavour.express.json()] });
+      const res = await request(app).post('/mcp').set('content-type', 'application/json').send('{"jsonrpc":');
+      await hub.close();
+      // The status, with the body shown on failure.
+      expect({ status: res.status, body: JSON.stringify(res.body) }).toStrictEqual({
+        status: expected.status,
+        body: JSON.stringify(res.body),
+      });
+    });
   });
 
   describe(`${flavour.name}: principal`, () => {
@@ -326,7 +317,7 @@ for (const flavour of expressFlavours) {
         listenBody('w', { resourceSubscriptions: ['note://x'] }),
         listenHeaders(headers),
       );
-      assert.equal(res.status, 200);
+      expect(res.status).toBe(200);
       await hub.close();
       return checked[0]?.principal;
     }
@@ -338,33 +329,31 @@ for (const flavour of expressFlavours) {
       };
 
     test('defaults to req.auth: extra.sub, then extra.principal, then clientId', async () => {
-      assert.equal(await principalFor({ before: [authAs] }, { 'x-user': 'alice' }), 'alice');
-      assert.equal(
+      expect(await principalFor({ before: [authAs] }, { 'x-user': 'alice' })).toBe('alice');
+      expect(
         await principalFor({
           before: [setting('auth', { clientId: 'c', extra: { principal: 'p' }, token: 't', scopes: [] })],
         }),
-        'p',
-      );
-      assert.equal(await principalFor({ before: [setting('auth', { clientId: 'c', token: 't', scopes: [] })] }), 'c');
-      assert.equal(
+      ).toBe('p');
+      expect(await principalFor({ before: [setting('auth', { clientId: 'c', token: 't', scopes: [] })] })).toBe('c');
+      // req.auth wins over req.user
+      expect(
         await principalFor({
           before: [setting('auth', { clientId: 'c', token: 't', scopes: [] }), setting('user', 'u')],
         }),
-        'c',
-        'req.auth wins over req.user',
-      );
+      ).toBe('c');
     });
 
     test('else req.user: a string, or its id, sub or username', async () => {
-      assert.equal(await principalFor({ before: [setting('user', 'u')] }), 'u');
-      assert.equal(await principalFor({ before: [setting('user', { id: 'i', sub: 's' })] }), 'i');
-      assert.equal(await principalFor({ before: [setting('user', { sub: 's', username: 'n' })] }), 's');
-      assert.equal(await principalFor({ before: [setting('user', { username: 'n' })] }), 'n');
+      expect(await principalFor({ before: [setting('user', 'u')] })).toBe('u');
+      expect(await principalFor({ before: [setting('user', { id: 'i', sub: 's' })] })).toBe('i');
+      expect(await principalFor({ before: [setting('user', { sub: 's', username: 'n' })] })).toBe('s');
+      expect(await principalFor({ before: [setting('user', { username: 'n' })] })).toBe('n');
     });
 
     test('an unauthenticated caller is "anonymous"; a principal option replaces the default', async () => {
-      assert.equal(await principalFor({}), 'anonymous');
-      assert.equal(
+      expect(await principalFor({})).toBe('anonymous');
+      expect(
         await principalFor(
           { before: [authAs], options: { principal: (req) => `tenant:${req.get('x-tenant')}` } },
           {
@@ -372,9 +361,8 @@ for (const flavour of expressFlavours) {
             'x-tenant': 't1',
           },
         ),
-        'tenant:t1',
-      );
-      assert.equal(await principalFor({ options: { principal: () => undefined } }), 'anonymous');
+      ).toBe('tenant:t1');
+      expect(await principalFor({ options: { principal: () => undefined } })).toBe('anonymous');
     });
 
     test('checks receive the Express request itself', async () => {
@@ -393,7 +381,7 @@ for (const flavour of expressFlavours) {
         },
       });
       await postListen(app, listenBody(1, { resourceSubscriptions: ['note://x'] }));
-      assert.equal(seen, 'host auth state');
+      expect(seen).toBe('host auth state');
       await hub.close();
     });
   });
@@ -404,14 +392,14 @@ for (const flavour of expressFlavours) {
       const body = listenBody('x', {
         resourceSubscriptions: Array.from({ length: 100 }, (_, i) => `note://padding/${i}`),
       });
-      assert.ok(JSON.stringify(body).length > 1024);
+      expect(JSON.stringify(body).length).toBeGreaterThan(1024);
       const res = await postListen(app, body);
-      assert.equal(res.status, 413);
+      expect(res.status).toBe(413);
       const json = JSON.parse(res.text);
-      assert.equal(json.error.code, -32600);
-      assert.match(json.error.message, /1024/);
+      expect(json.error.code).toBe(-32600);
+      expect(json.error.message).toMatch(/1024/);
       const small = await postListen(app, listenBody('y', { resourceSubscriptions: ['note://x'] }));
-      assert.equal(small.status, 200);
+      expect(small.status).toBe(200);
       await hub.close();
     });
 
@@ -429,7 +417,7 @@ for (const flavour of expressFlavours) {
           req.write('x'.repeat(2048));
           req.end('"}}');
         });
-        assert.equal(status, 413);
+        expect(status).toBe(413);
       } finally {
         await server.close();
         await hub.close();
@@ -442,29 +430,30 @@ for (const flavour of expressFlavours) {
       try {
         mcpSubscriptions(options as McpSubscriptionsOptions);
       } catch (error) {
-        assert.ok(hasErrorCode(error, ErrorCode.InvalidOption), String(error));
+        expect(error).toMatchObject({ code: ErrorCode.InvalidOption }); // hasErrorCode(error, code), showing the error on failure
         return error as Error;
       }
-      assert.fail('expected an OptionsError');
+      throw new Error('expected an OptionsError');
     }
 
     test('mistakes throw at construction, naming the field', async () => {
       const hub = new SubscriptionHub({ logger: recordingLogger() });
       const base = { hub, capabilities: { toolsListChanged: true } };
-      assert.match(optionError({ capabilities: {} }).message, /`hub`/);
-      assert.match(optionError({ hub }).message, /`capabilities`/);
-      assert.match(optionError({ ...base, capabilities: { resourceSubscriptions: true } }).message, /`canRead`/);
-      assert.equal(
-        optionError({ ...base, principal: 'alice' }).message,
+      expect(optionError({ capabilities: {} }).message).toMatch(/`hub`/);
+      expect(optionError({ hub }).message).toMatch(/`capabilities`/);
+      expect(optionError({ ...base, capabilities: { resourceSubscriptions: true } }).message).toMatch(/`canRead`/);
+      expect(optionError({ ...base, principal: 'alice' }).message).toBe(
         'mcp-subscriptions: Expected `principal` to be a function, got `alice` (string)',
       );
       for (const value of [0, -1, 1.5, '4mb', Number.NaN]) {
-        assert.match(optionError({ ...base, maxBodyBytes: value }).message, /`maxBodyBytes` to be a positive integer/);
+        expect(optionError({ ...base, maxBodyBytes: value }).message).toMatch(
+          /`maxBodyBytes` to be a positive integer/,
+        );
       }
-      assert.match(optionError({ ...base, keepAliveMs: 0 }).message, /`keepAliveMs`/);
+      expect(optionError({ ...base, keepAliveMs: 0 }).message).toMatch(/`keepAliveMs`/);
       const middleware = mcpSubscriptions(base);
-      assert.equal(typeof middleware, 'function');
-      assert.equal(middleware.handler.options.hub, hub);
+      expect(typeof middleware).toBe('function');
+      expect(middleware.handler.options.hub).toBe(hub);
       await hub.close();
     });
   });

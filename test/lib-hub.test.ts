@@ -3,12 +3,10 @@
  * queues with coalescing and the three overflow policies, the bus, listeners, limits and shutdown.
  * Streams are opened on fake responses whose write() result and 'drain' the tests control.
  */
-import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { describe, expect, test } from '@jest/globals';
 import { createMcpHandler, McpServer, type ServerEventBus } from '@modelcontextprotocol/server';
 import {
   ErrorCode,
-  hasErrorCode,
   MemoryBus,
   SubscriptionHub,
   type PublishReport,
@@ -60,7 +58,7 @@ function thrown(fn: () => unknown): unknown {
   } catch (error) {
     return error;
   }
-  assert.fail('expected a throw');
+  throw new Error('expected a throw');
 }
 
 describe('fan-out', () => {
@@ -76,21 +74,21 @@ describe('fan-out', () => {
       filter: { toolsListChanged: true, promptsListChanged: true, resourcesListChanged: true },
     });
 
-    assert.deepEqual(hub.toolsListChanged(), report({ matched: 2, written: 2 }));
-    assert.deepEqual(hub.promptsListChanged(), report({ matched: 2, written: 2 }));
-    assert.deepEqual(hub.resourcesListChanged(), report({ matched: 1, written: 1 }));
+    expect(hub.toolsListChanged()).toStrictEqual(report({ matched: 2, written: 2 }));
+    expect(hub.promptsListChanged()).toStrictEqual(report({ matched: 2, written: 2 }));
+    expect(hub.resourcesListChanged()).toStrictEqual(report({ matched: 1, written: 1 }));
     await settle(); // a tick's events reach a stream as one write, at the end of the tick
 
-    assert.deepEqual(delivered(tools), ['notifications/tools/list_changed']);
-    assert.deepEqual(delivered(prompts), ['notifications/prompts/list_changed']);
-    assert.deepEqual(delivered(both), [
+    expect(delivered(tools)).toStrictEqual(['notifications/tools/list_changed']);
+    expect(delivered(prompts)).toStrictEqual(['notifications/prompts/list_changed']);
+    expect(delivered(both)).toStrictEqual([
       'notifications/tools/list_changed',
       'notifications/prompts/list_changed',
       'notifications/resources/list_changed',
     ]);
-    assert.deepEqual(tools.messages().map(subscriptionIdOf), ['a']);
-    assert.deepEqual(prompts.messages().map(subscriptionIdOf), [7]);
-    assert.deepEqual(both.messages().map(subscriptionIdOf), ['', '', '']);
+    expect(tools.messages().map(subscriptionIdOf)).toStrictEqual(['a']);
+    expect(prompts.messages().map(subscriptionIdOf)).toStrictEqual([7]);
+    expect(both.messages().map(subscriptionIdOf)).toStrictEqual(['', '', '']);
     await hub.close();
   });
 
@@ -100,20 +98,20 @@ describe('fan-out', () => {
     const b = new FakeResponse();
     openStream(hub, a, { id: 'a', filter: { resourceSubscriptions: ['note://x', 'note://shared'] } });
     openStream(hub, b, { id: 'b', filter: { resourceSubscriptions: ['note://y', 'note://shared'] } });
-    assert.equal(hub.stats().listening.resourceUris, 3);
+    expect(hub.stats().listening.resourceUris).toBe(3);
 
-    assert.deepEqual(hub.resourceUpdated('note://x'), report({ matched: 1, written: 1 }));
-    assert.deepEqual(hub.resourceUpdated('note://shared'), report({ matched: 2, written: 2 }));
-    assert.deepEqual(hub.resourceUpdated('note://nobody'), report({}));
+    expect(hub.resourceUpdated('note://x')).toStrictEqual(report({ matched: 1, written: 1 }));
+    expect(hub.resourceUpdated('note://shared')).toStrictEqual(report({ matched: 2, written: 2 }));
+    expect(hub.resourceUpdated('note://nobody')).toStrictEqual(report({}));
     // A list change is not a resource update.
-    assert.deepEqual(hub.toolsListChanged(), report({}));
+    expect(hub.toolsListChanged()).toStrictEqual(report({}));
     await settle(); // a tick's events reach a stream as one write, at the end of the tick
 
-    assert.deepEqual(delivered(a), [
+    expect(delivered(a)).toStrictEqual([
       'notifications/resources/updated note://x',
       'notifications/resources/updated note://shared',
     ]);
-    assert.deepEqual(delivered(b), ['notifications/resources/updated note://shared']);
+    expect(delivered(b)).toStrictEqual(['notifications/resources/updated note://shared']);
     await hub.close();
   });
 
@@ -124,11 +122,11 @@ describe('fan-out', () => {
     openStream(hub, a, { id: 'a', filter: { resourceSubscriptions: ['note://x', 'note://shared'] } });
     openStream(hub, b, { id: 'b', filter: { resourceSubscriptions: ['note://shared'] } });
     a.clientClose();
-    assert.equal(hub.stats().listening.resourceUris, 1);
-    assert.deepEqual(hub.resourceUpdated('note://x'), report({}));
-    assert.deepEqual(hub.resourceUpdated('note://shared'), report({ matched: 1, written: 1 }));
+    expect(hub.stats().listening.resourceUris).toBe(1);
+    expect(hub.resourceUpdated('note://x')).toStrictEqual(report({}));
+    expect(hub.resourceUpdated('note://shared')).toStrictEqual(report({ matched: 1, written: 1 }));
     b.clientClose();
-    assert.deepEqual(hub.stats().listening, {
+    expect(hub.stats().listening).toStrictEqual({
       toolsListChanged: 0,
       promptsListChanged: 0,
       resourcesListChanged: 0,
@@ -148,13 +146,13 @@ describe('fan-out', () => {
     openStream(hub, aliceOther, { principal: 'alice', id: 2, filter: { taskIds: ['t2'] } });
 
     const state = task('t1', 'completed', { statusMessage: 'done', result: { content: [] } });
-    assert.deepEqual(hub.taskStatus(state, 'alice'), report({ matched: 1, written: 1 }));
+    expect(hub.taskStatus(state, 'alice')).toStrictEqual(report({ matched: 1, written: 1 }));
     await settle(); // a tick's events reach a stream as one write, at the end of the tick
-    assert.equal(bob.messages().length, 0);
-    assert.equal(aliceOther.messages().length, 0);
+    expect(bob.messages().length).toBe(0);
+    expect(aliceOther.messages().length).toBe(0);
     const [message] = alice.messages();
-    assert.equal(message.method, 'notifications/tasks');
-    assert.deepEqual(message.params, { ...state, _meta: { 'io.modelcontextprotocol/subscriptionId': 1 } });
+    expect(message.method).toBe('notifications/tasks');
+    expect(message.params).toStrictEqual({ ...state, _meta: { 'io.modelcontextprotocol/subscriptionId': 1 } });
     await hub.close();
   });
 
@@ -175,16 +173,16 @@ describe('fan-out', () => {
       { kind: 'resources_list_changed' },
       { kind: 'resource_updated', uri: 'note://a', secret: 'not for the wire' },
     ] as SubscriptionEvent[];
-    for (const event of sdkEvents) assert.equal(hub.publish(event).written, 1);
+    for (const event of sdkEvents) expect(hub.publish(event).written).toBe(1);
     await settle(); // a tick's events reach a stream as one write, at the end of the tick
-    assert.deepEqual(delivered(res), [
+    expect(delivered(res)).toStrictEqual([
       'notifications/tools/list_changed',
       'notifications/prompts/list_changed',
       'notifications/resources/list_changed',
       'notifications/resources/updated note://a',
     ]);
-    assert.equal(res.text.includes('secret'), false);
-    assert.deepEqual(res.messages()[3].params, {
+    expect(res.text.includes('secret')).toBe(false);
+    expect(res.messages()[3].params).toStrictEqual({
       uri: 'note://a',
       _meta: { 'io.modelcontextprotocol/subscriptionId': 'sub-1' },
     });
@@ -212,20 +210,21 @@ describe('publish validation', () => {
     ];
     for (const [event, field] of cases) {
       const error = thrown(() => hub.publish(event as SubscriptionEvent));
-      assert.ok(hasErrorCode(error, ErrorCode.InvalidEvent), `${JSON.stringify(event)}: ${String(error)}`);
-      assert.match((error as Error).message, field);
+      // hasErrorCode(error, code), with the event and the error shown on failure.
+      expect({ event, error }).toMatchObject({ event, error: { code: ErrorCode.InvalidEvent } });
+      expect((error as Error).message).toMatch(field);
     }
-    assert.throws(() => hub.resourceUpdated('relative'), { code: ErrorCode.InvalidEvent });
-    assert.deepEqual(res.messages(), []);
-    assert.equal(hub.stats().published, 0);
+    expect(() => hub.resourceUpdated('relative')).toThrow(expect.objectContaining({ code: ErrorCode.InvalidEvent }));
+    expect(res.messages()).toStrictEqual([]);
+    expect(hub.stats().published).toBe(0);
     await hub.close();
   });
 
   test('a publish nobody listens for reports zeros', async () => {
     const { hub } = newHub();
-    assert.deepEqual(hub.toolsListChanged(), report({}));
-    assert.deepEqual(hub.resourceUpdated('note://a'), report({}));
-    assert.deepEqual(hub.taskStatus(task('t', 'working'), 'alice'), report({}));
+    expect(hub.toolsListChanged()).toStrictEqual(report({}));
+    expect(hub.resourceUpdated('note://a')).toStrictEqual(report({}));
+    expect(hub.taskStatus(task('t', 'working'), 'alice')).toStrictEqual(report({}));
     await hub.close();
   });
 });
@@ -236,19 +235,19 @@ describe('bounded queues and coalescing', () => {
     const res = new FakeResponse();
     res.accept = false; // the ack itself fills the socket
     openStream(hub, res, { filter: { toolsListChanged: true, resourceSubscriptions: ['note://a', 'note://b'] } });
-    assert.deepEqual(hub.resourceUpdated('note://a'), report({ matched: 1, queued: 1 }));
-    assert.deepEqual(hub.toolsListChanged(), report({ matched: 1, queued: 1 }));
-    assert.deepEqual(hub.resourceUpdated('note://b'), report({ matched: 1, queued: 1 }));
-    assert.equal(hub.stats().queued, 3);
-    assert.deepEqual(res.messages(), []);
+    expect(hub.resourceUpdated('note://a')).toStrictEqual(report({ matched: 1, queued: 1 }));
+    expect(hub.toolsListChanged()).toStrictEqual(report({ matched: 1, queued: 1 }));
+    expect(hub.resourceUpdated('note://b')).toStrictEqual(report({ matched: 1, queued: 1 }));
+    expect(hub.stats().queued).toBe(3);
+    expect(res.messages()).toStrictEqual([]);
     res.drain();
-    assert.deepEqual(delivered(res), [
+    expect(delivered(res)).toStrictEqual([
       'notifications/resources/updated note://a',
       'notifications/tools/list_changed',
       'notifications/resources/updated note://b',
     ]);
-    assert.equal(hub.stats().queued, 0);
-    assert.deepEqual(hub.toolsListChanged(), report({ matched: 1, written: 1 }));
+    expect(hub.stats().queued).toBe(0);
+    expect(hub.toolsListChanged()).toStrictEqual(report({ matched: 1, written: 1 }));
     await hub.close();
   });
 
@@ -259,16 +258,16 @@ describe('bounded queues and coalescing', () => {
     openStream(hub, res, {
       filter: { toolsListChanged: true, promptsListChanged: true, resourceSubscriptions: ['note://a', 'note://b'] },
     });
-    assert.deepEqual(hub.toolsListChanged(), report({ matched: 1, queued: 1 }));
-    assert.deepEqual(hub.resourceUpdated('note://a'), report({ matched: 1, queued: 1 }));
-    assert.deepEqual(hub.toolsListChanged(), report({ matched: 1, coalesced: 1 }));
-    assert.deepEqual(hub.resourceUpdated('note://a'), report({ matched: 1, coalesced: 1 }));
-    assert.deepEqual(hub.resourceUpdated('note://b'), report({ matched: 1, queued: 1 }));
-    assert.deepEqual(hub.promptsListChanged(), report({ matched: 1, queued: 1 }));
-    assert.equal(hub.stats().queued, 4);
-    assert.equal(hub.stats().coalesced, 2);
+    expect(hub.toolsListChanged()).toStrictEqual(report({ matched: 1, queued: 1 }));
+    expect(hub.resourceUpdated('note://a')).toStrictEqual(report({ matched: 1, queued: 1 }));
+    expect(hub.toolsListChanged()).toStrictEqual(report({ matched: 1, coalesced: 1 }));
+    expect(hub.resourceUpdated('note://a')).toStrictEqual(report({ matched: 1, coalesced: 1 }));
+    expect(hub.resourceUpdated('note://b')).toStrictEqual(report({ matched: 1, queued: 1 }));
+    expect(hub.promptsListChanged()).toStrictEqual(report({ matched: 1, queued: 1 }));
+    expect(hub.stats().queued).toBe(4);
+    expect(hub.stats().coalesced).toBe(2);
     res.drain();
-    assert.deepEqual(delivered(res), [
+    expect(delivered(res)).toStrictEqual([
       'notifications/tools/list_changed',
       'notifications/resources/updated note://a',
       'notifications/resources/updated note://b',
@@ -285,47 +284,47 @@ describe('bounded queues and coalescing', () => {
     hub.taskStatus(task('t1', 'working', { statusMessage: 'step 1' }), 'alice');
     hub.toolsListChanged();
     hub.taskStatus(task('t2', 'working'), 'alice');
-    assert.deepEqual(hub.taskStatus(task('t1', 'input_required'), 'alice'), report({ matched: 1, coalesced: 1 }));
+    expect(hub.taskStatus(task('t1', 'input_required'), 'alice')).toStrictEqual(report({ matched: 1, coalesced: 1 }));
     const final = task('t1', 'completed', { result: { content: [{ type: 'text', text: 'ok' }] } });
-    assert.deepEqual(hub.taskStatus(final, 'alice'), report({ matched: 1, coalesced: 1 }));
+    expect(hub.taskStatus(final, 'alice')).toStrictEqual(report({ matched: 1, coalesced: 1 }));
     res.drain();
-    assert.deepEqual(delivered(res), [
+    expect(delivered(res)).toStrictEqual([
       'notifications/tasks t1 completed',
       'notifications/tools/list_changed',
       'notifications/tasks t2 working',
     ]);
     const first = res.messages()[0];
-    assert.deepEqual(first.params, { ...final, _meta: { 'io.modelcontextprotocol/subscriptionId': 'sub-1' } });
-    assert.equal('statusMessage' in first.params, false);
+    expect(first.params).toStrictEqual({ ...final, _meta: { 'io.modelcontextprotocol/subscriptionId': 'sub-1' } });
+    expect('statusMessage' in first.params).toBe(false);
     await hub.close();
   });
 
   test("'drop-oldest' (the default) keeps the newest maxBuffer events", async () => {
     const { hub } = newHub({ maxBuffer: 3 });
-    assert.equal(hub.options.overflow, 'drop-oldest');
+    expect(hub.options.overflow).toBe('drop-oldest');
     const res = new FakeResponse();
     res.accept = false;
     const uris = ['note://1', 'note://2', 'note://3', 'note://4', 'note://5'];
     openStream(hub, res, { filter: { resourceSubscriptions: uris } });
     const reports = uris.map((uri) => hub.resourceUpdated(uri));
-    assert.deepEqual(reports.slice(0, 3), [
+    expect(reports.slice(0, 3)).toStrictEqual([
       report({ matched: 1, queued: 1 }),
       report({ matched: 1, queued: 1 }),
       report({ matched: 1, queued: 1 }),
     ]);
-    assert.deepEqual(reports[3], report({ matched: 1, queued: 1, dropped: 1 }));
-    assert.deepEqual(reports[4], report({ matched: 1, queued: 1, dropped: 1 }));
-    assert.equal(hub.stats().queued, 3);
-    assert.equal(hub.stats().dropped, 2);
+    expect(reports[3]).toStrictEqual(report({ matched: 1, queued: 1, dropped: 1 }));
+    expect(reports[4]).toStrictEqual(report({ matched: 1, queued: 1, dropped: 1 }));
+    expect(hub.stats().queued).toBe(3);
+    expect(hub.stats().dropped).toBe(2);
     // Coalescing into a queued URI does not count against the bound.
-    assert.deepEqual(hub.resourceUpdated('note://4'), report({ matched: 1, coalesced: 1 }));
+    expect(hub.resourceUpdated('note://4')).toStrictEqual(report({ matched: 1, coalesced: 1 }));
     res.drain();
-    assert.deepEqual(delivered(res), [
+    expect(delivered(res)).toStrictEqual([
       'notifications/resources/updated note://3',
       'notifications/resources/updated note://4',
       'notifications/resources/updated note://5',
     ]);
-    assert.equal(hub.stats().openStreams, 1);
+    expect(hub.stats().openStreams).toBe(1);
     await hub.close();
   });
 
@@ -336,11 +335,11 @@ describe('bounded queues and coalescing', () => {
     openStream(hub, res, { filter: { resourceSubscriptions: ['note://1', 'note://2', 'note://3'] } });
     hub.resourceUpdated('note://1');
     hub.resourceUpdated('note://2');
-    assert.deepEqual(hub.resourceUpdated('note://3'), report({ matched: 1, dropped: 1 }));
-    assert.deepEqual(hub.resourceUpdated('note://2'), report({ matched: 1, coalesced: 1 }));
-    assert.equal(hub.stats().queued, 2);
+    expect(hub.resourceUpdated('note://3')).toStrictEqual(report({ matched: 1, dropped: 1 }));
+    expect(hub.resourceUpdated('note://2')).toStrictEqual(report({ matched: 1, coalesced: 1 }));
+    expect(hub.stats().queued).toBe(2);
     res.drain();
-    assert.deepEqual(delivered(res), [
+    expect(delivered(res)).toStrictEqual([
       'notifications/resources/updated note://1',
       'notifications/resources/updated note://2',
     ]);
@@ -354,36 +353,36 @@ describe('bounded queues and coalescing', () => {
     openStream(hub, res, { filter: { resourceSubscriptions: ['note://1', 'note://2', 'note://3'] } });
     hub.resourceUpdated('note://1');
     hub.resourceUpdated('note://2');
-    assert.deepEqual(hub.resourceUpdated('note://3'), report({ matched: 1, dropped: 1, closed: 1 }));
+    expect(hub.resourceUpdated('note://3')).toStrictEqual(report({ matched: 1, dropped: 1, closed: 1 }));
     const stats = hub.stats();
-    assert.equal(stats.openStreams, 0);
-    assert.equal(stats.closed.overflow, 1);
-    assert.equal(stats.queued, 0);
-    assert.deepEqual(hub.resourceUpdated('note://1'), report({}));
+    expect(stats.openStreams).toBe(0);
+    expect(stats.closed.overflow).toBe(1);
+    expect(stats.queued).toBe(0);
+    expect(hub.resourceUpdated('note://1')).toStrictEqual(report({}));
     // The slot is free at once, before the overflowed response has even finished.
     const next = new FakeResponse();
     openStream(hub, next, { id: 'next', filter: { toolsListChanged: true } });
     res.drain();
-    assert.deepEqual(res.messages(), []);
-    assert.ok(res.text.endsWith(RESULT_MARKER));
-    assert.equal(res.writableEnded, true);
-    assert.deepEqual(res.violations, []);
+    expect(res.messages()).toStrictEqual([]);
+    expect(res.text.endsWith(RESULT_MARKER)).toBeTruthy();
+    expect(res.writableEnded).toBe(true);
+    expect(res.violations).toStrictEqual([]);
     await hub.close();
   });
 
   test('maxBuffer defaults to 100 distinct events', async () => {
     const { hub } = newHub();
-    assert.equal(hub.stats().maxBuffer, 100);
+    expect(hub.stats().maxBuffer).toBe(100);
     const res = new FakeResponse();
     res.accept = false;
     const uris = Array.from({ length: 101 }, (_, i) => `note://n/${i}`);
     openStream(hub, res, { filter: { resourceSubscriptions: uris } });
     const dropped = uris.map((uri) => hub.resourceUpdated(uri).dropped).reduce((a, b) => a + b, 0);
-    assert.equal(dropped, 1);
-    assert.equal(hub.stats().queued, 100);
+    expect(dropped).toBe(1);
+    expect(hub.stats().queued).toBe(100);
     res.drain();
-    assert.equal(res.messages().length, 100);
-    assert.equal(res.messages()[0].params.uri, 'note://n/1');
+    expect(res.messages().length).toBe(100);
+    expect(res.messages()[0].params.uri).toBe('note://n/1');
     await hub.close();
   });
 });
@@ -398,15 +397,15 @@ describe('overflow during fan-out', () => {
     openStream(hub, fast, { id: 'fast', filter: { resourceSubscriptions: ['note://1', 'note://2'] } });
     openStream(hub, alsoFast, { id: 'also', filter: { resourceSubscriptions: ['note://2'] } });
     slow.accept = false;
-    assert.deepEqual(hub.resourceUpdated('note://1'), report({ matched: 2, written: 2 }));
+    expect(hub.resourceUpdated('note://1')).toStrictEqual(report({ matched: 2, written: 2 }));
     await settle(); // the tick's batch is written now, and fills slow's socket
-    assert.deepEqual(hub.resourceUpdated('note://2'), report({ matched: 3, written: 2, queued: 1 }));
-    assert.deepEqual(hub.resourceUpdated('note://1'), report({ matched: 2, written: 1, dropped: 1, closed: 1 }));
-    assert.deepEqual(hub.resourceUpdated('note://2'), report({ matched: 2, written: 2 }));
+    expect(hub.resourceUpdated('note://2')).toStrictEqual(report({ matched: 3, written: 2, queued: 1 }));
+    expect(hub.resourceUpdated('note://1')).toStrictEqual(report({ matched: 2, written: 1, dropped: 1, closed: 1 }));
+    expect(hub.resourceUpdated('note://2')).toStrictEqual(report({ matched: 2, written: 2 }));
     await settle();
-    assert.equal(delivered(fast).length, 4);
-    assert.equal(delivered(alsoFast).length, 2);
-    assert.equal(hub.stats().openStreams, 2);
+    expect(delivered(fast).length).toBe(4);
+    expect(delivered(alsoFast).length).toBe(2);
+    expect(hub.stats().openStreams).toBe(2);
     await hub.close();
   });
 });
@@ -421,16 +420,16 @@ describe('listeners and the bus', () => {
     });
     const res = new FakeResponse();
     openStream(hub, res, { filter: { toolsListChanged: true } });
-    assert.deepEqual(hub.toolsListChanged(), report({ matched: 1, written: 1 }));
+    expect(hub.toolsListChanged()).toStrictEqual(report({ matched: 1, written: 1 }));
     hub.resourceUpdated('note://nobody');
-    assert.deepEqual(seen, [{ kind: 'tools_list_changed' }, { kind: 'resource_updated', uri: 'note://nobody' }]);
-    assert.equal(logger.errors.length, 2);
+    expect(seen).toStrictEqual([{ kind: 'tools_list_changed' }, { kind: 'resource_updated', uri: 'note://nobody' }]);
+    expect(logger.errors.length).toBe(2);
     unsubscribe();
     unsubscribe();
     unsubscribeBad();
     hub.toolsListChanged();
-    assert.equal(seen.length, 2);
-    assert.equal(logger.errors.length, 2);
+    expect(seen.length).toBe(2);
+    expect(logger.errors.length).toBe(2);
     await hub.close();
   });
 
@@ -443,7 +442,10 @@ describe('listeners and the bus', () => {
     handler.notify.toolsChanged();
     handler.notify.resourceUpdated('note://a');
     await settle(); // a tick's events reach a stream as one write, at the end of the tick
-    assert.deepEqual(delivered(res), ['notifications/tools/list_changed', 'notifications/resources/updated note://a']);
+    expect(delivered(res)).toStrictEqual([
+      'notifications/tools/list_changed',
+      'notifications/resources/updated note://a',
+    ]);
 
     const sdkSeen: unknown[] = [];
     const allSeen: SubscriptionEvent[] = [];
@@ -452,11 +454,8 @@ describe('listeners and the bus', () => {
     const task = { taskId: 't1', status: 'working' as const, createdAt: 'x', lastUpdatedAt: 'x', ttlMs: null };
     hub.taskStatus(task, 'alice');
     hub.promptsListChanged();
-    assert.deepEqual(sdkSeen, [{ kind: 'prompts_list_changed' }]);
-    assert.deepEqual(
-      allSeen.map((event) => event.kind),
-      ['task_status', 'prompts_list_changed'],
-    );
+    expect(sdkSeen).toStrictEqual([{ kind: 'prompts_list_changed' }]);
+    expect(allSeen.map((event) => event.kind)).toStrictEqual(['task_status', 'prompts_list_changed']);
     stopSdk();
     stopAll();
     await handler.close();
@@ -467,7 +466,7 @@ describe('listeners and the bus', () => {
     const bus = new MemoryBus();
     const { hub: a } = newHub({ bus });
     const { hub: b } = newHub({ bus });
-    assert.equal(bus.size, 2);
+    expect(bus.size).toBe(2);
     const onA = new FakeResponse();
     const onB = new FakeResponse();
     openStream(a, onA, { id: 'a', filter: { resourceSubscriptions: ['note://x'] } });
@@ -475,32 +474,33 @@ describe('listeners and the bus', () => {
     const seenByA: SubscriptionEvent[] = [];
     a.subscribe((event) => seenByA.push(event));
 
-    assert.deepEqual(a.resourceUpdated('note://x'), report({ matched: 1, written: 1 }));
+    expect(a.resourceUpdated('note://x')).toStrictEqual(report({ matched: 1, written: 1 }));
     await settle(); // a tick's events reach a stream as one write, at the end of the tick
-    assert.deepEqual(delivered(onA), ['notifications/resources/updated note://x']);
-    assert.deepEqual(delivered(onB), ['notifications/resources/updated note://x']);
-    assert.equal(seenByA.length, 1);
-    assert.equal(b.stats().published, 1);
+    expect(delivered(onA)).toStrictEqual(['notifications/resources/updated note://x']);
+    expect(delivered(onB)).toStrictEqual(['notifications/resources/updated note://x']);
+    expect(seenByA.length).toBe(1);
+    expect(b.stats().published).toBe(1);
     // A listener on the receiving hub sees events that arrived over the bus.
     const seenByB: SubscriptionEvent[] = [];
     const stop = b.subscribe((event) => seenByB.push(event));
     a.toolsListChanged();
     stop();
-    assert.deepEqual(seenByB, [{ kind: 'tools_list_changed' }]);
+    expect(seenByB).toStrictEqual([{ kind: 'tools_list_changed' }]);
 
     await a.close();
-    assert.equal(bus.size, 1);
+    expect(bus.size).toBe(1);
     b.resourceUpdated('note://x');
-    assert.equal(seenByA.length, 2, 'a hub that left the bus hears nothing more');
+    // a hub that left the bus hears nothing more
+    expect(seenByA.length).toBe(2);
     await b.close();
-    assert.equal(bus.size, 0);
+    expect(bus.size).toBe(0);
   });
 });
 
 describe('limits and reservations', () => {
   function capacityError(fn: () => unknown): ProtocolError {
     const error = thrown(fn);
-    assert.ok(hasErrorCode(error, ErrorCode.Protocol), String(error));
+    expect(error).toMatchObject({ code: ErrorCode.Protocol }); // hasErrorCode(error, code), showing the error on failure
     return error as ProtocolError;
   }
 
@@ -510,15 +510,15 @@ describe('limits and reservations', () => {
     openStream(hub, a, { principal: 'p1', id: 'a' });
     openStream(hub, new FakeResponse(), { principal: 'p2', id: 'b' });
     const error = capacityError(() => hub.reserve('p3', 'c'));
-    assert.equal(error.rpcCode, -32603);
-    assert.equal(error.message, 'Subscription limit reached');
-    assert.equal(error.httpStatus, 503);
-    assert.deepEqual(error.headers, { 'Retry-After': '7' });
-    assert.equal(error.id, 'c');
-    assert.equal(hub.stats().refused, 1);
+    expect(error.rpcCode).toBe(-32603);
+    expect(error.message).toBe('Subscription limit reached');
+    expect(error.httpStatus).toBe(503);
+    expect(error.headers).toStrictEqual({ 'Retry-After': '7' });
+    expect(error.id).toBe('c');
+    expect(hub.stats().refused).toBe(1);
     a.clientClose();
     openStream(hub, new FakeResponse(), { principal: 'p3', id: 'c' });
-    assert.equal(hub.stats().openStreams, 2);
+    expect(hub.stats().openStreams).toBe(2);
     await hub.close();
   });
 
@@ -526,13 +526,13 @@ describe('limits and reservations', () => {
     const { hub } = newHub({ maxSubscriptionsPerPrincipal: 1 });
     openStream(hub, new FakeResponse(), { principal: 'alice', id: 1 });
     const error = capacityError(() => hub.reserve('alice', 2));
-    assert.equal(error.rpcCode, -32603);
-    assert.equal(error.httpStatus, 503);
-    assert.equal(error.headers['Retry-After'], '1');
+    expect(error.rpcCode).toBe(-32603);
+    expect(error.httpStatus).toBe(503);
+    expect(error.headers['Retry-After']).toBe('1');
     openStream(hub, new FakeResponse(), { principal: 'bob', id: 1 });
-    assert.deepEqual(hub.stats().openByPrincipal, { alice: 1, bob: 1 });
+    expect(hub.stats().openByPrincipal).toStrictEqual({ alice: 1, bob: 1 });
     // hub.cancel frees alice's slot synchronously.
-    assert.equal(hub.cancel('alice', 1), 1);
+    expect(hub.cancel('alice', 1)).toBe(1);
     openStream(hub, new FakeResponse(), { principal: 'alice', id: 2 });
     await hub.close();
   });
@@ -540,11 +540,11 @@ describe('limits and reservations', () => {
   test('a reservation holds a slot until it opens or is released; release is idempotent', async () => {
     const { hub } = newHub({ maxSubscriptions: 1, maxSubscriptionsPerPrincipal: 1 });
     const reservation = hub.reserve('alice', 1);
-    assert.equal(hub.stats().pendingStreams, 1);
-    assert.equal(capacityError(() => hub.reserve('bob', 2)).rpcCode, -32603);
+    expect(hub.stats().pendingStreams).toBe(1);
+    expect(capacityError(() => hub.reserve('bob', 2)).rpcCode).toBe(-32603);
     reservation.release();
     reservation.release();
-    assert.equal(hub.stats().pendingStreams, 0);
+    expect(hub.stats().pendingStreams).toBe(0);
     const again = hub.reserve('alice', 3);
     const stream = again.open(new FakeResponse(), {
       id: 3,
@@ -553,14 +553,14 @@ describe('limits and reservations', () => {
       ackFrame: ': a\n\n',
       resultFrame: ': r\n\n',
     });
-    assert.equal(stream.isOpen, true);
-    assert.equal(hub.stats().pendingStreams, 0);
-    assert.throws(() =>
+    expect(stream.isOpen).toBe(true);
+    expect(hub.stats().pendingStreams).toBe(0);
+    expect(() =>
       again.open(new FakeResponse(), { id: 3, filter: {}, keepAliveMs: false, ackFrame: '', resultFrame: '' }),
-    );
+    ).toThrow();
     // Releasing after opening must not give back the open stream's slot.
     again.release();
-    assert.equal(capacityError(() => hub.reserve('carol', 4)).rpcCode, -32603);
+    expect(capacityError(() => hub.reserve('carol', 4)).rpcCode).toBe(-32603);
     await hub.close();
   });
 
@@ -568,13 +568,13 @@ describe('limits and reservations', () => {
     const { hub } = newHub({ maxSubscriptions: 1, maxSubscriptionsPerPrincipal: 1 });
     const res = new FakeResponse();
     const stream = openStream(hub, res, { filter: {} });
-    assert.equal(stream.isOpen, false);
-    assert.equal(res.writableEnded, true);
-    assert.equal(res.text, `: test-ack\n\n${RESULT_MARKER}`);
+    expect(stream.isOpen).toBe(false);
+    expect(res.writableEnded).toBe(true);
+    expect(res.text).toBe(`: test-ack\n\n${RESULT_MARKER}`);
     const stats = hub.stats();
-    assert.equal(stats.openStreams, 0);
-    assert.equal(stats.pendingStreams, 0);
-    assert.equal(stats.closed.empty, 1);
+    expect(stats.openStreams).toBe(0);
+    expect(stats.pendingStreams).toBe(0);
+    expect(stats.closed.empty).toBe(1);
     openStream(hub, new FakeResponse(), { id: 'next' });
     await hub.close();
   });
@@ -587,20 +587,21 @@ describe('limits and reservations', () => {
     openStream(hub, mine, { principal: 'alice', id: '1' });
     openStream(hub, sameIdOtherPrincipal, { principal: 'bob', id: '1' });
     openStream(hub, numericId, { principal: 'alice', id: 1 });
-    assert.equal(hub.cancel('alice', 'nope'), 0);
-    assert.equal(hub.cancel('carol', '1'), 0);
+    expect(hub.cancel('alice', 'nope')).toBe(0);
+    expect(hub.cancel('carol', '1')).toBe(0);
     const before = mine.text;
-    assert.equal(hub.cancel('alice', '1'), 1);
-    assert.equal(mine.destroyed, true);
-    assert.equal(mine.text, before);
-    assert.equal(sameIdOtherPrincipal.destroyed, false);
-    assert.equal(numericId.destroyed, false, 'the string id "1" must not match the number 1');
-    assert.equal(hub.cancel('alice', '1'), 0);
+    expect(hub.cancel('alice', '1')).toBe(1);
+    expect(mine.destroyed).toBe(true);
+    expect(mine.text).toBe(before);
+    expect(sameIdOtherPrincipal.destroyed).toBe(false);
+    // the string id "1" must not match the number 1
+    expect(numericId.destroyed).toBe(false);
+    expect(hub.cancel('alice', '1')).toBe(0);
     const stats = hub.stats();
-    assert.equal(stats.openStreams, 2);
-    assert.equal(stats.closed.cancelled, 1);
+    expect(stats.openStreams).toBe(2);
+    expect(stats.closed.cancelled).toBe(1);
     await settle();
-    assert.deepEqual(mine.violations, []);
+    expect(mine.violations).toStrictEqual([]);
     await hub.close();
   });
 });
@@ -614,16 +615,16 @@ describe('complete and close', () => {
     openStream(hub, b, { id: 'b' });
     await hub.complete();
     for (const res of [a, b]) {
-      assert.ok(res.text.endsWith(RESULT_MARKER));
-      assert.equal(res.writableEnded, true);
-      assert.deepEqual(res.violations, []);
+      expect(res.text.endsWith(RESULT_MARKER)).toBeTruthy();
+      expect(res.writableEnded).toBe(true);
+      expect(res.violations).toStrictEqual([]);
     }
-    assert.equal(hub.stats().closed.complete, 2);
+    expect(hub.stats().closed.complete).toBe(2);
     const c = new FakeResponse();
     openStream(hub, c, { id: 'c' });
-    assert.equal(hub.toolsListChanged().written, 1);
+    expect(hub.toolsListChanged().written).toBe(1);
     await hub.close();
-    assert.ok(c.text.endsWith(RESULT_MARKER));
+    expect(c.text.endsWith(RESULT_MARKER)).toBeTruthy();
   });
 
   test('complete() writes what is queued before the result', async () => {
@@ -634,11 +635,14 @@ describe('complete and close', () => {
     hub.toolsListChanged();
     hub.resourceUpdated('note://a');
     const done = hub.complete();
-    assert.equal(res.writableEnded, false);
+    expect(res.writableEnded).toBe(false);
     res.drain();
     await done;
-    assert.deepEqual(delivered(res), ['notifications/tools/list_changed', 'notifications/resources/updated note://a']);
-    assert.ok(res.text.endsWith(RESULT_MARKER));
+    expect(delivered(res)).toStrictEqual([
+      'notifications/tools/list_changed',
+      'notifications/resources/updated note://a',
+    ]);
+    expect(res.text.endsWith(RESULT_MARKER)).toBeTruthy();
     await hub.close();
   });
 
@@ -649,21 +653,21 @@ describe('complete and close', () => {
     openStream(hub, res);
     await Promise.all([hub.close(), hub.close()]);
     await hub.close();
-    assert.ok(res.text.endsWith(RESULT_MARKER));
-    assert.equal(bus.size, 0);
+    expect(res.text.endsWith(RESULT_MARKER)).toBeTruthy();
+    expect(bus.size).toBe(0);
     // Host code may still publish during shutdown: nothing is delivered and nothing throws.
     const seen: SubscriptionEvent[] = [];
     hub.subscribe((event) => seen.push(event));
-    assert.deepEqual(hub.toolsListChanged(), report({}));
-    assert.deepEqual(hub.resourceUpdated('note://a'), report({}));
-    assert.deepEqual(seen, []);
+    expect(hub.toolsListChanged()).toStrictEqual(report({}));
+    expect(hub.resourceUpdated('note://a')).toStrictEqual(report({}));
+    expect(seen).toStrictEqual([]);
     // An invalid event is still a programmer's mistake.
-    assert.throws(() => hub.resourceUpdated('relative'), { code: ErrorCode.InvalidEvent });
+    expect(() => hub.resourceUpdated('relative')).toThrow(expect.objectContaining({ code: ErrorCode.InvalidEvent }));
     const error = thrown(() => hub.reserve('alice', 9)) as ProtocolError;
-    assert.equal(error.code, ErrorCode.Protocol);
-    assert.equal(error.rpcCode, -32603);
-    assert.equal(error.httpStatus, 503);
-    assert.equal(error.headers['Retry-After'], '4');
+    expect(error.code).toBe(ErrorCode.Protocol);
+    expect(error.rpcCode).toBe(-32603);
+    expect(error.httpStatus).toBe(503);
+    expect(error.headers['Retry-After']).toBe('4');
   });
 
   test('stats() is a snapshot of state and counters', async () => {
@@ -676,21 +680,21 @@ describe('complete and close', () => {
     openStream(hub, new FakeResponse(), { principal: 'alice', id: 2, filter: { promptsListChanged: true } });
     hub.toolsListChanged();
     const stats = hub.stats();
-    assert.equal(stats.openStreams, 2);
-    assert.equal(stats.opened, 2);
-    assert.deepEqual(stats.openByPrincipal, { alice: 2 });
-    assert.deepEqual(stats.listening, {
+    expect(stats.openStreams).toBe(2);
+    expect(stats.opened).toBe(2);
+    expect(stats.openByPrincipal).toStrictEqual({ alice: 2 });
+    expect(stats.listening).toStrictEqual({
       toolsListChanged: 1,
       promptsListChanged: 1,
       resourcesListChanged: 0,
       resourceUris: 0,
       taskIds: 1,
     });
-    assert.equal(stats.published, 1);
-    assert.equal(stats.written, 1);
-    assert.equal(stats.maxSubscriptions, 10);
+    expect(stats.published).toBe(1);
+    expect(stats.written).toBe(1);
+    expect(stats.maxSubscriptions).toBe(10);
     stats.openByPrincipal.alice = 99;
-    assert.deepEqual(hub.stats().openByPrincipal, { alice: 2 });
+    expect(hub.stats().openByPrincipal).toStrictEqual({ alice: 2 });
     await hub.close();
   });
 });
@@ -698,13 +702,12 @@ describe('complete and close', () => {
 describe('hub options', () => {
   function optionError(options: unknown): Error {
     const error = thrown(() => new SubscriptionHub(options as never));
-    assert.ok(hasErrorCode(error, ErrorCode.InvalidOption), String(error));
+    expect(error).toMatchObject({ code: ErrorCode.InvalidOption }); // hasErrorCode(error, code), showing the error on failure
     return error as Error;
   }
 
   test('a bad bound throws at construction in the p-queue manner, naming the field', () => {
-    assert.equal(
-      optionError({ maxBuffer: -5 }).message,
+    expect(optionError({ maxBuffer: -5 }).message).toBe(
       'mcp-subscriptions: Expected `maxBuffer` to be a positive integer, got `-5` (number)',
     );
     for (const field of [
@@ -716,34 +719,33 @@ describe('hub options', () => {
     ]) {
       for (const value of [0, -1, 1.5, '10', Number.NaN, Infinity, true]) {
         const message = optionError({ [field]: value }).message;
-        assert.ok(message.includes(`\`${field}\``), message);
+        expect(message).toContain(`\`${field}\``);
       }
     }
-    assert.match(optionError({ maxSubscriptions: '10' }).message, /got `10` \(string\)/);
+    expect(optionError({ maxSubscriptions: '10' }).message).toMatch(/got `10` \(string\)/);
   });
 
   test('overflow, bus and logger are checked too', () => {
-    assert.match(
-      optionError({ overflow: 'drop-all' }).message,
+    expect(optionError({ overflow: 'drop-all' }).message).toMatch(
       /`overflow`.*'drop-oldest', 'drop-newest', 'close'.*`drop-all` \(string\)/,
     );
-    assert.match(optionError({ bus: {} }).message, /`bus`/);
-    assert.match(optionError({ logger: { warn() {} } }).message, /`logger`/);
-    assert.match(optionError('fast').message, /options/);
+    expect(optionError({ bus: {} }).message).toMatch(/`bus`/);
+    expect(optionError({ logger: { warn() {} } }).message).toMatch(/`logger`/);
+    expect(optionError('fast').message).toMatch(/options/);
   });
 
   test('defaults are applied to a frozen copy; the input is not touched', async () => {
     const input = { maxBuffer: 5, logger: recordingLogger() };
     const snapshot = { ...input };
     const hub = new SubscriptionHub(input);
-    assert.deepEqual(input, snapshot);
-    assert.equal(Object.isFrozen(hub.options), true);
-    assert.equal(hub.options.maxBuffer, 5);
-    assert.equal(hub.options.overflow, 'drop-oldest');
-    assert.equal(hub.options.maxSubscriptions, 1024);
-    assert.equal(hub.options.maxSubscriptionsPerPrincipal, false);
-    assert.equal(hub.options.retryAfterSeconds, 1);
-    assert.equal(hub.options.completeTimeoutMs, 3000);
+    expect(input).toStrictEqual(snapshot);
+    expect(Object.isFrozen(hub.options)).toBe(true);
+    expect(hub.options.maxBuffer).toBe(5);
+    expect(hub.options.overflow).toBe('drop-oldest');
+    expect(hub.options.maxSubscriptions).toBe(1024);
+    expect(hub.options.maxSubscriptionsPerPrincipal).toBe(false);
+    expect(hub.options.retryAfterSeconds).toBe(1);
+    expect(hub.options.completeTimeoutMs).toBe(3000);
     await hub.close();
   });
 });

@@ -2,8 +2,7 @@
  * One listen response (ListenStream, opened through the hub): headers, the ack first, backpressure,
  * keepalives under fake timers, exactly-once teardown, graceful end and its cut-off.
  */
-import assert from 'node:assert/strict';
-import { describe, test, type TestContext } from 'node:test';
+import { afterEach, describe, expect, jest, test } from '@jest/globals';
 import { SubscriptionHub } from 'mcp-subscriptions';
 import {
   ACK_MARKER,
@@ -20,9 +19,41 @@ function newHub(options: ConstructorParameters<typeof SubscriptionHub>[0] = {}) 
   return new SubscriptionHub({ logger: recordingLogger(), ...options });
 }
 
-function fakeTimers(t: TestContext): void {
-  t.mock.timers.enable({ apis: ['setInterval', 'setTimeout'] });
+/** What `jest.useFakeTimers` can fake (the modern, @sinonjs/fake-timers implementation). */
+type FakeableAPI = NonNullable<
+  Extract<NonNullable<Parameters<typeof jest.useFakeTimers>[0]>, { legacyFakeTimers?: false }>['doNotFake']
+>[number];
+
+/** The timers these tests fake: setInterval and setTimeout, with their clear* counterparts. */
+type Faked = 'setInterval' | 'clearInterval' | 'setTimeout' | 'clearTimeout';
+
+/**
+ * Everything else jest would fake stays real: Date, process.nextTick, setImmediate (settle() turns the
+ * event loop with it), queueMicrotask (the end-of-tick flush), performance, hrtime... A Record, so tsc
+ * names any fakeable API a later jest adds that this list does not.
+ */
+const NOT_FAKED: Record<Exclude<FakeableAPI, Faked>, true> = {
+  Date: true,
+  hrtime: true,
+  nextTick: true,
+  performance: true,
+  queueMicrotask: true,
+  requestAnimationFrame: true,
+  cancelAnimationFrame: true,
+  requestIdleCallback: true,
+  cancelIdleCallback: true,
+  setImmediate: true,
+  clearImmediate: true,
+  Temporal: true,
+};
+
+function fakeTimers(): void {
+  jest.useFakeTimers({ doNotFake: Object.keys(NOT_FAKED) as FakeableAPI[] });
 }
+
+afterEach(() => {
+  jest.useRealTimers();
+});
 
 function count(haystack: string, needle: string): number {
   return haystack.split(needle).length - 1;
@@ -62,20 +93,17 @@ describe('opening', () => {
     const hub = newHub();
     const res = new FakeResponse();
     openStream(hub, res, { filter: { toolsListChanged: true } });
-    assert.equal(res.statusCode, 200);
-    assert.equal(res.headers?.['Content-Type'], 'text/event-stream');
-    assert.equal(res.headers?.['Cache-Control'], 'no-cache, no-transform');
-    assert.equal(res.headers?.['X-Accel-Buffering'], 'no');
-    assert.equal(
-      Object.keys(res.headers ?? {}).some((name) => name.toLowerCase() === 'mcp-session-id'),
-      false,
-    );
-    assert.equal(res.noDelay, true);
-    assert.deepEqual(res.chunks, [ACK_MARKER]);
+    expect(res.statusCode).toBe(200);
+    expect(res.headers?.['Content-Type']).toBe('text/event-stream');
+    expect(res.headers?.['Cache-Control']).toBe('no-cache, no-transform');
+    expect(res.headers?.['X-Accel-Buffering']).toBe('no');
+    expect(Object.keys(res.headers ?? {}).some((name) => name.toLowerCase() === 'mcp-session-id')).toBe(false);
+    expect(res.noDelay).toBe(true);
+    expect(res.chunks).toStrictEqual([ACK_MARKER]);
     hub.toolsListChanged();
     await settle(); // a tick's events reach a stream as one write, at the end of the tick
-    assert.equal(res.chunks[0], ACK_MARKER);
-    assert.equal(res.chunks.length, 2);
+    expect(res.chunks[0]).toBe(ACK_MARKER);
+    expect(res.chunks.length).toBe(2);
     await hub.close();
   });
 
@@ -85,10 +113,10 @@ describe('opening', () => {
     res.accept = false;
     openStream(hub, res);
     hub.toolsListChanged();
-    assert.deepEqual(res.chunks, [ACK_MARKER]);
+    expect(res.chunks).toStrictEqual([ACK_MARKER]);
     res.drain();
-    assert.equal(res.chunks[0], ACK_MARKER);
-    assert.equal(res.messages()[0].method, 'notifications/tools/list_changed');
+    expect(res.chunks[0]).toBe(ACK_MARKER);
+    expect(res.messages()[0].method).toBe('notifications/tools/list_changed');
     await hub.close();
   });
 });
@@ -100,29 +128,30 @@ describe('backpressure', () => {
     const uris = Array.from({ length: 200 }, (_, i) => `note://n/${i}`);
     openStream(hub, res, { filter: { resourceSubscriptions: uris } });
     res.accept = false;
-    assert.equal(hub.resourceUpdated(uris[0]!).written, 1);
+    expect(hub.resourceUpdated(uris[0]!).written).toBe(1);
     await settle(); // the tick's batch is written now: this write fills the socket
     const writesWhenFull = res.chunks.length;
-    assert.equal(writesWhenFull, 2);
-    for (const uri of uris.slice(1)) assert.equal(hub.resourceUpdated(uri).queued, 1);
+    expect(writesWhenFull).toBe(2);
+    for (const uri of uris.slice(1)) expect(hub.resourceUpdated(uri).queued).toBe(1);
     await settle(); // nothing is written at the end of the tick either
-    assert.equal(res.chunks.length, writesWhenFull);
+    expect(res.chunks.length).toBe(writesWhenFull);
 
     // The socket drains but fills again on the first flush write: the stream must wait again.
     res.accept = false;
     res.emit('drain');
     const afterFirstFlush = res.chunks.length;
-    assert.ok(afterFirstFlush > writesWhenFull);
-    assert.equal(hub.resourceUpdated(uris[0]!).queued, 1); // arrives while blocked again: queued behind the rest
+    expect(afterFirstFlush).toBeGreaterThan(writesWhenFull);
+    expect(hub.resourceUpdated(uris[0]!).queued).toBe(1); // arrives while blocked again: queued behind the rest
     await settle();
-    assert.equal(res.chunks.length, afterFirstFlush, 'no write while the socket is full');
+    // no write while the socket is full
+    expect(res.chunks.length).toBe(afterFirstFlush);
 
     res.drain();
     const delivered = res.messages().map((m) => m.params.uri);
-    assert.deepEqual(delivered, [...uris, uris[0]]);
-    assert.equal(hub.stats().queued, 0);
-    assert.equal(hub.stats().written, 201);
-    assert.deepEqual(res.violations, []);
+    expect(delivered).toStrictEqual([...uris, uris[0]]);
+    expect(hub.stats().queued).toBe(0);
+    expect(hub.stats().written).toBe(201);
+    expect(res.violations).toStrictEqual([]);
     await hub.close();
   });
 
@@ -134,61 +163,61 @@ describe('backpressure', () => {
       res.accept = false;
       hub.toolsListChanged();
       await settle(); // the tick's batch is written now, and fills the socket
-      assert.equal(hub.toolsListChanged().queued, 1); // while full: queued, no second listener
+      expect(hub.toolsListChanged().queued).toBe(1); // while full: queued, no second listener
       await settle();
-      assert.equal(res.listenerCount('drain'), 1);
+      expect(res.listenerCount('drain')).toBe(1);
       res.drain();
-      assert.equal(res.listenerCount('drain'), 0);
+      expect(res.listenerCount('drain')).toBe(0);
     }
     await hub.close();
   });
 });
 
 describe('keepalive', () => {
-  test('writes a keepalive comment every keepAliveMs', async (t) => {
-    fakeTimers(t);
+  test('writes a keepalive comment every keepAliveMs', async () => {
+    fakeTimers();
     const hub = newHub();
     const res = new FakeResponse();
     openStream(hub, res, { keepAliveMs: 1000 });
-    t.mock.timers.tick(999);
-    assert.equal(count(res.text, KEEPALIVE), 0);
-    t.mock.timers.tick(1);
-    assert.equal(res.text, ACK_MARKER + KEEPALIVE);
-    t.mock.timers.tick(2000);
-    assert.equal(count(res.text, KEEPALIVE), 3);
-    assert.deepEqual(res.comments(), ['test-ack', 'keepalive', 'keepalive', 'keepalive']);
+    jest.advanceTimersByTime(999);
+    expect(count(res.text, KEEPALIVE)).toBe(0);
+    jest.advanceTimersByTime(1);
+    expect(res.text).toBe(ACK_MARKER + KEEPALIVE);
+    jest.advanceTimersByTime(2000);
+    expect(count(res.text, KEEPALIVE)).toBe(3);
+    expect(res.comments()).toStrictEqual(['test-ack', 'keepalive', 'keepalive', 'keepalive']);
     res.clientClose();
     await hub.close();
   });
 
-  test('no keepalive is written while the socket is full', async (t) => {
-    fakeTimers(t);
+  test('no keepalive is written while the socket is full', async () => {
+    fakeTimers();
     const hub = newHub();
     const res = new FakeResponse();
     res.accept = false;
     openStream(hub, res, { keepAliveMs: 100 });
-    t.mock.timers.tick(1000);
-    assert.equal(count(res.text, KEEPALIVE), 0);
+    jest.advanceTimersByTime(1000);
+    expect(count(res.text, KEEPALIVE)).toBe(0);
     res.drain();
-    t.mock.timers.tick(100);
-    assert.equal(count(res.text, KEEPALIVE), 1);
+    jest.advanceTimersByTime(100);
+    expect(count(res.text, KEEPALIVE)).toBe(1);
     res.clientClose();
     await hub.close();
   });
 
-  test('keepAliveMs: false writes none', async (t) => {
-    fakeTimers(t);
+  test('keepAliveMs: false writes none', async () => {
+    fakeTimers();
     const hub = newHub();
     const res = new FakeResponse();
     openStream(hub, res, { keepAliveMs: false });
-    t.mock.timers.tick(24 * 3600 * 1000);
-    assert.equal(res.text, ACK_MARKER);
+    jest.advanceTimersByTime(24 * 3600 * 1000);
+    expect(res.text).toBe(ACK_MARKER);
     res.clientClose();
     await hub.close();
   });
 
-  test('keepalives stop once the stream ends, whichever way it ends', async (t) => {
-    fakeTimers(t);
+  test('keepalives stop once the stream ends, whichever way it ends', async () => {
+    fakeTimers();
     const hub = newHub();
     const closedByClient = new FakeResponse();
     const cancelled = new FakeResponse();
@@ -200,12 +229,9 @@ describe('keepalive', () => {
     hub.cancel('alice', 2);
     await hub.complete();
     const lengths = [closedByClient, cancelled, completed].map((res) => res.text.length);
-    t.mock.timers.tick(10_000);
-    assert.deepEqual(
-      [closedByClient, cancelled, completed].map((res) => res.text.length),
-      lengths,
-    );
-    for (const res of [closedByClient, cancelled, completed]) assert.deepEqual(res.violations, []);
+    jest.advanceTimersByTime(10_000);
+    expect([closedByClient, cancelled, completed].map((res) => res.text.length)).toStrictEqual(lengths);
+    for (const res of [closedByClient, cancelled, completed]) expect(res.violations).toStrictEqual([]);
     await hub.close();
   });
 });
@@ -220,38 +246,38 @@ describe('teardown', () => {
     });
     hub.resourceUpdated('note://a');
     hub.resourceUpdated('note://b');
-    assert.equal(hub.stats().queued, 2);
+    expect(hub.stats().queued).toBe(2);
 
     res.clientClose();
     let stats = hub.stats();
-    assert.equal(stats.openStreams, 0);
-    assert.equal(stats.queued, 0);
-    assert.deepEqual(stats.openByPrincipal, {});
-    assert.deepEqual(stats.listening, {
+    expect(stats.openStreams).toBe(0);
+    expect(stats.queued).toBe(0);
+    expect(stats.openByPrincipal).toStrictEqual({});
+    expect(stats.listening).toStrictEqual({
       toolsListChanged: 0,
       promptsListChanged: 0,
       resourcesListChanged: 0,
       resourceUris: 0,
       taskIds: 0,
     });
-    assert.equal(stats.closed.client, 1);
-    assert.equal(res.listenerCount('close'), 0);
-    assert.equal(res.listenerCount('drain'), 0);
+    expect(stats.closed.client).toBe(1);
+    expect(res.listenerCount('close')).toBe(0);
+    expect(res.listenerCount('drain')).toBe(0);
 
     // Every later path finds it already gone.
     res.emit('close');
     res.emit('drain');
-    assert.equal(hub.cancel('alice', 'sub-1'), 0);
+    expect(hub.cancel('alice', 'sub-1')).toBe(0);
     await hub.complete();
     stats = hub.stats();
-    assert.equal(stats.closed.client, 1);
-    assert.equal(stats.closed.complete, 0);
-    assert.equal(res.text, ACK_MARKER);
-    assert.deepEqual(res.violations, []);
+    expect(stats.closed.client).toBe(1);
+    expect(stats.closed.complete).toBe(0);
+    expect(res.text).toBe(ACK_MARKER);
+    expect(res.violations).toStrictEqual([]);
 
     // The freed slot is reusable at once.
     openStream(hub, new FakeResponse(), { id: 'again' });
-    assert.equal(hub.stats().openStreams, 1);
+    expect(hub.stats().openStreams).toBe(1);
     await hub.close();
   });
 
@@ -259,9 +285,9 @@ describe('teardown', () => {
     const hub = newHub();
     const res = new FakeResponse();
     openStream(hub, res, { id: 'L', filter: { toolsListChanged: true } });
-    assert.equal(hub.cancel('alice', 'L'), 1);
-    assert.equal(res.destroyed, true);
-    assert.deepEqual(hub.toolsListChanged(), {
+    expect(hub.cancel('alice', 'L')).toBe(1);
+    expect(res.destroyed).toBe(true);
+    expect(hub.toolsListChanged()).toStrictEqual({
       matched: 0,
       written: 0,
       queued: 0,
@@ -270,9 +296,9 @@ describe('teardown', () => {
       closed: 0,
     });
     await settle(); // the response's own 'close' arrives later and must be harmless
-    assert.equal(res.text, ACK_MARKER);
-    assert.equal(hub.stats().closed.cancelled, 1);
-    assert.deepEqual(res.violations, []);
+    expect(res.text).toBe(ACK_MARKER);
+    expect(hub.stats().closed.cancelled).toBe(1);
+    expect(res.violations).toStrictEqual([]);
     await hub.close();
   });
 });
@@ -284,18 +310,18 @@ describe('graceful end', () => {
     openStream(hub, res, { filter: { toolsListChanged: true } });
     hub.toolsListChanged();
     await hub.complete();
-    assert.equal(res.chunks[0], ACK_MARKER);
-    assert.equal(res.chunks.at(-1), RESULT_MARKER);
-    assert.equal(res.writableEnded, true);
-    assert.equal(res.destroyed, false);
-    assert.equal(hub.stats().closed.complete, 1);
+    expect(res.chunks[0]).toBe(ACK_MARKER);
+    expect(res.chunks.at(-1)).toBe(RESULT_MARKER);
+    expect(res.writableEnded).toBe(true);
+    expect(res.destroyed).toBe(false);
+    expect(hub.stats().closed.complete).toBe(1);
     await settle();
-    assert.deepEqual(res.violations, []);
+    expect(res.violations).toStrictEqual([]);
     await hub.close();
   });
 
-  test('a graceful end waits for drain, then writes the queue and the result', async (t) => {
-    fakeTimers(t);
+  test('a graceful end waits for drain, then writes the queue and the result', async () => {
+    fakeTimers();
     const hub = newHub({ completeTimeoutMs: 500 });
     const res = new FakeResponse();
     res.accept = false;
@@ -303,19 +329,19 @@ describe('graceful end', () => {
     hub.toolsListChanged();
     let done = false;
     const completed = hub.complete().then(() => (done = true));
-    t.mock.timers.tick(499);
+    jest.advanceTimersByTime(499);
     await settle();
-    assert.equal(done, false);
-    assert.equal(res.writableEnded, false);
+    expect(done).toBe(false);
+    expect(res.writableEnded).toBe(false);
     res.drain();
     await completed;
-    assert.equal(res.messages()[0].method, 'notifications/tools/list_changed');
-    assert.ok(res.text.endsWith(RESULT_MARKER));
+    expect(res.messages()[0].method).toBe('notifications/tools/list_changed');
+    expect(res.text.endsWith(RESULT_MARKER)).toBeTruthy();
     await hub.close();
   });
 
-  test('a client that never reads is cut off after completeTimeoutMs, without the result', async (t) => {
-    fakeTimers(t);
+  test('a client that never reads is cut off after completeTimeoutMs, without the result', async () => {
+    fakeTimers();
     const hub = newHub({ completeTimeoutMs: 500 });
     const res = new FakeResponse();
     res.accept = false;
@@ -324,13 +350,13 @@ describe('graceful end', () => {
     let done = false;
     const closing = hub.close().then(() => (done = true));
     await settle();
-    assert.equal(done, false);
-    t.mock.timers.tick(500);
+    expect(done).toBe(false);
+    jest.advanceTimersByTime(500);
     await closing;
-    assert.equal(res.destroyed, true);
-    assert.equal(res.text, ACK_MARKER);
-    assert.equal(hub.stats().openStreams, 0);
-    assert.deepEqual(res.violations, []);
+    expect(res.destroyed).toBe(true);
+    expect(res.text).toBe(ACK_MARKER);
+    expect(hub.stats().openStreams).toBe(0);
+    expect(res.violations).toStrictEqual([]);
   });
 
   test('a client that hangs up during a graceful end finishes it', async () => {
@@ -341,8 +367,8 @@ describe('graceful end', () => {
     const completed = hub.complete();
     res.clientClose();
     await completed;
-    assert.equal(res.text, ACK_MARKER);
-    assert.deepEqual(res.violations, []);
+    expect(res.text).toBe(ACK_MARKER);
+    expect(res.violations).toStrictEqual([]);
     await hub.close();
   });
 
@@ -350,11 +376,11 @@ describe('graceful end', () => {
     const hub = newHub();
     const res = new FakeResponse();
     const stream = openStream(hub, res, { filter: {}, keepAliveMs: 10 });
-    assert.equal(stream.isOpen, false);
-    assert.equal(res.text, ACK_MARKER + RESULT_MARKER);
-    assert.equal(res.writableEnded, true);
+    expect(stream.isOpen).toBe(false);
+    expect(res.text).toBe(ACK_MARKER + RESULT_MARKER);
+    expect(res.writableEnded).toBe(true);
     await settle();
-    assert.deepEqual(res.violations, []);
+    expect(res.violations).toStrictEqual([]);
     await hub.close();
   });
 });
@@ -367,25 +393,28 @@ describe('batching: one write per stream per tick', () => {
     const uris = Array.from({ length: 50 }, (_, i) => `note://burst/${i}`);
     openStream(hub, a, { id: 'a', filter: { resourceSubscriptions: uris } });
     openStream(hub, b, { id: 7, filter: { resourceSubscriptions: uris } });
-    for (const uri of uris) assert.deepEqual(hub.resourceUpdated(uri), report({ matched: 2, written: 2 }));
-    assert.deepEqual(a.chunks, [ACK_MARKER], 'nothing is written synchronously');
-    assert.deepEqual(b.chunks, [ACK_MARKER], 'nothing is written synchronously');
+    for (const uri of uris) expect(hub.resourceUpdated(uri)).toStrictEqual(report({ matched: 2, written: 2 }));
+    // nothing is written synchronously
+    expect(a.chunks).toStrictEqual([ACK_MARKER]);
+    // nothing is written synchronously
+    expect(b.chunks).toStrictEqual([ACK_MARKER]);
 
     await Promise.resolve(); // one microtask: the end of the tick
-    assert.deepEqual(a.chunks, [ACK_MARKER, uris.map((uri) => updateFrame(uri, 'a')).join('')]);
-    assert.deepEqual(b.chunks, [ACK_MARKER, uris.map((uri) => updateFrame(uri, 7)).join('')]);
-    assert.equal(hub.stats().written, 100);
+    expect(a.chunks).toStrictEqual([ACK_MARKER, uris.map((uri) => updateFrame(uri, 'a')).join('')]);
+    expect(b.chunks).toStrictEqual([ACK_MARKER, uris.map((uri) => updateFrame(uri, 7)).join('')]);
+    expect(hub.stats().written).toBe(100);
 
     // Events published after that flush make the next batch, and the next write.
     hub.resourceUpdated(uris[0]!);
     hub.resourceUpdated(uris[1]!);
-    assert.equal(a.chunks.length, 2);
+    expect(a.chunks.length).toBe(2);
     await Promise.resolve();
-    assert.deepEqual(a.chunks.slice(2), [updateFrame(uris[0]!, 'a') + updateFrame(uris[1]!, 'a')]);
+    expect(a.chunks.slice(2)).toStrictEqual([updateFrame(uris[0]!, 'a') + updateFrame(uris[1]!, 'a')]);
     await settle();
-    assert.equal(a.chunks.length, 3, 'one write per tick, not one more');
-    assert.deepEqual(a.violations, []);
-    assert.deepEqual(b.violations, []);
+    // one write per tick, not one more
+    expect(a.chunks.length).toBe(3);
+    expect(a.violations).toStrictEqual([]);
+    expect(b.violations).toStrictEqual([]);
     await hub.close();
   });
 
@@ -395,27 +424,26 @@ describe('batching: one write per stream per tick', () => {
     const uris = bigUris();
     const frames = uris.map((uri) => updateFrame(uri));
     const longestFrame = Math.max(...frames.map((frame) => frame.length));
-    assert.ok(frames.join('').length > 2 * PENDING_FLUSH_CHARS);
+    expect(frames.join('').length).toBeGreaterThan(2 * PENDING_FLUSH_CHARS);
     openStream(hub, res, { filter: { resourceSubscriptions: uris } });
-    for (const uri of uris) assert.deepEqual(hub.resourceUpdated(uri), report({ matched: 1, written: 1 }));
+    for (const uri of uris) expect(hub.resourceUpdated(uri)).toStrictEqual(report({ matched: 1, written: 1 }));
 
     // Written before the end of the tick, each early write as soon as the batch reached the bound.
     const early = res.chunks.slice(1);
-    assert.ok(early.length >= 1, 'a batch that reaches 16 KiB is written before the end of the tick');
+    // a batch that reaches 16 KiB is written before the end of the tick
+    expect(early.length).toBeGreaterThanOrEqual(1);
     for (const chunk of early) {
-      assert.ok(chunk.length >= PENDING_FLUSH_CHARS, `an early write of ${chunk.length} chars`);
-      assert.ok(chunk.length < PENDING_FLUSH_CHARS + longestFrame, `an early write of ${chunk.length} chars`);
+      expect(chunk.length).toBeGreaterThanOrEqual(PENDING_FLUSH_CHARS);
+      expect(chunk.length).toBeLessThan(PENDING_FLUSH_CHARS + longestFrame);
     }
 
     await Promise.resolve(); // the rest goes out at the end of the tick
-    assert.equal(res.chunks.length, early.length + 2);
-    assert.equal(res.text, ACK_MARKER + frames.join(''));
-    for (const chunk of res.chunks) assert.ok(chunk.endsWith('\n\n'), 'no frame is split across writes');
-    assert.deepEqual(
-      res.messages().map((m) => m.params.uri),
-      uris,
-    );
-    assert.deepEqual(res.violations, []);
+    expect(res.chunks.length).toBe(early.length + 2);
+    expect(res.text).toBe(ACK_MARKER + frames.join(''));
+    // no frame is split across writes
+    for (const chunk of res.chunks) expect(chunk.endsWith('\n\n')).toBeTruthy();
+    expect(res.messages().map((m) => m.params.uri)).toStrictEqual(uris);
+    expect(res.violations).toStrictEqual([]);
     await hub.close();
   });
 
@@ -427,29 +455,31 @@ describe('batching: one write per stream per tick', () => {
     res.accept = false;
     const reports = uris.map((uri) => hub.resourceUpdated(uri));
     const written = reports.filter((r) => r.written === 1).length;
-    assert.ok(written > 0 && written < uris.length);
+    expect(written).toBeGreaterThan(0);
+    expect(written).toBeLessThan(uris.length);
     // The frames up to the bound were written as one batch; every one after it was queued.
-    assert.deepEqual(reports.slice(written), Array(uris.length - written).fill(report({ matched: 1, queued: 1 })));
-    assert.deepEqual(res.chunks, [
+    expect(reports.slice(written)).toStrictEqual(Array(uris.length - written).fill(report({ matched: 1, queued: 1 })));
+    expect(res.chunks).toStrictEqual([
       ACK_MARKER,
       uris
         .slice(0, written)
         .map((uri) => updateFrame(uri))
         .join(''),
     ]);
-    assert.ok(res.chunks[1]!.length >= PENDING_FLUSH_CHARS);
-    assert.equal(res.listenerCount('drain'), 1);
+    expect(res.chunks[1]!.length).toBeGreaterThanOrEqual(PENDING_FLUSH_CHARS);
+    expect(res.listenerCount('drain')).toBe(1);
 
     await settle();
-    assert.equal(res.chunks.length, 2, 'nothing is written until drain');
-    assert.equal(hub.stats().queued, uris.length - written);
+    // nothing is written until drain
+    expect(res.chunks.length).toBe(2);
+    expect(hub.stats().queued).toBe(uris.length - written);
 
     res.drain();
-    assert.equal(res.text, ACK_MARKER + uris.map((uri) => updateFrame(uri)).join(''));
-    assert.equal(hub.stats().queued, 0);
-    assert.equal(hub.stats().written, uris.length);
+    expect(res.text).toBe(ACK_MARKER + uris.map((uri) => updateFrame(uri)).join(''));
+    expect(hub.stats().queued).toBe(0);
+    expect(hub.stats().written).toBe(uris.length);
     await settle();
-    assert.deepEqual(res.violations, []);
+    expect(res.violations).toStrictEqual([]);
     await hub.close();
   });
 
@@ -459,16 +489,16 @@ describe('batching: one write per stream per tick', () => {
     const uris = ['note://1', 'note://2', 'note://3'];
     openStream(hub, res, { filter: { resourceSubscriptions: uris } });
     for (const uri of uris) hub.resourceUpdated(uri);
-    assert.deepEqual(res.chunks, [ACK_MARKER]);
+    expect(res.chunks).toStrictEqual([ACK_MARKER]);
     const completed = hub.complete();
-    assert.deepEqual(res.chunks, [ACK_MARKER, uris.map((uri) => updateFrame(uri)).join(''), RESULT_MARKER]);
-    assert.equal(res.writableEnded, true);
+    expect(res.chunks).toStrictEqual([ACK_MARKER, uris.map((uri) => updateFrame(uri)).join(''), RESULT_MARKER]);
+    expect(res.writableEnded).toBe(true);
     await completed;
     await settle(); // the end-of-tick flush finds nothing left, and writes nothing after the end
-    assert.equal(res.chunks.length, 3);
-    assert.deepEqual(res.violations, []);
-    assert.equal(hub.stats().closed.complete, 1);
-    assert.equal(hub.stats().written, 3);
+    expect(res.chunks.length).toBe(3);
+    expect(res.violations).toStrictEqual([]);
+    expect(hub.stats().closed.complete).toBe(1);
+    expect(hub.stats().written).toBe(3);
     await hub.close();
   });
 
@@ -482,22 +512,23 @@ describe('batching: one write per stream per tick', () => {
     let done = false;
     const completed = hub.complete().then(() => (done = true));
     const batch = uris.map((uri) => updateFrame(uri)).join('');
-    assert.deepEqual(res.chunks, [ACK_MARKER, batch]);
+    expect(res.chunks).toStrictEqual([ACK_MARKER, batch]);
     await settle();
-    assert.equal(done, false);
-    assert.equal(res.writableEnded, false);
-    assert.deepEqual(res.chunks, [ACK_MARKER, batch], 'nothing more until drain');
+    expect(done).toBe(false);
+    expect(res.writableEnded).toBe(false);
+    // nothing more until drain
+    expect(res.chunks).toStrictEqual([ACK_MARKER, batch]);
     res.drain();
     await completed;
-    assert.deepEqual(res.chunks, [ACK_MARKER, batch, RESULT_MARKER]);
-    assert.equal(res.writableEnded, true);
+    expect(res.chunks).toStrictEqual([ACK_MARKER, batch, RESULT_MARKER]);
+    expect(res.writableEnded).toBe(true);
     await settle();
-    assert.deepEqual(res.violations, []);
+    expect(res.violations).toStrictEqual([]);
     await hub.close();
   });
 
-  test('a client that never reads the batch written by a graceful end is cut off after completeTimeoutMs', async (t) => {
-    fakeTimers(t);
+  test('a client that never reads the batch written by a graceful end is cut off after completeTimeoutMs', async () => {
+    fakeTimers();
     const hub = newHub({ completeTimeoutMs: 500 });
     const res = new FakeResponse();
     openStream(hub, res, { filter: { toolsListChanged: true } });
@@ -505,17 +536,18 @@ describe('batching: one write per stream per tick', () => {
     hub.toolsListChanged();
     let done = false;
     const closing = hub.close().then(() => (done = true));
-    assert.deepEqual(res.chunks, [ACK_MARKER, toolsFrame()]); // the batch, refused by the full socket
-    t.mock.timers.tick(499);
+    expect(res.chunks).toStrictEqual([ACK_MARKER, toolsFrame()]); // the batch, refused by the full socket
+    jest.advanceTimersByTime(499);
     await settle();
-    assert.equal(done, false);
-    t.mock.timers.tick(1);
+    expect(done).toBe(false);
+    jest.advanceTimersByTime(1);
     await closing;
-    assert.equal(res.destroyed, true);
-    assert.equal(res.writableEnded, false);
-    assert.deepEqual(res.chunks, [ACK_MARKER, toolsFrame()], 'no terminal result');
-    assert.equal(hub.stats().cutOff, 1);
-    assert.deepEqual(res.violations, []);
+    expect(res.destroyed).toBe(true);
+    expect(res.writableEnded).toBe(false);
+    // no terminal result
+    expect(res.chunks).toStrictEqual([ACK_MARKER, toolsFrame()]);
+    expect(hub.stats().cutOff).toBe(1);
+    expect(res.violations).toStrictEqual([]);
   });
 
   test('a hang-up or cancellation in the same tick as a burst writes nothing more', async () => {
@@ -527,22 +559,22 @@ describe('batching: one write per stream per tick', () => {
     openStream(hub, hungUp, { id: 'h', filter: { resourceSubscriptions: uris } });
     openStream(hub, cancelled, { id: 'c', filter: { resourceSubscriptions: uris } });
     openStream(hub, other, { id: 'o', filter: { resourceSubscriptions: uris } });
-    for (const uri of uris) assert.equal(hub.resourceUpdated(uri).written, 3);
+    for (const uri of uris) expect(hub.resourceUpdated(uri).written).toBe(3);
     hungUp.clientClose();
-    assert.equal(hub.cancel('alice', 'c'), 1);
+    expect(hub.cancel('alice', 'c')).toBe(1);
     await settle();
     // A write after the hang-up would show as a violation, one after destroy() too.
-    assert.deepEqual(hungUp.chunks, [ACK_MARKER]);
-    assert.deepEqual(hungUp.violations, []);
-    assert.deepEqual(cancelled.chunks, [ACK_MARKER]);
-    assert.deepEqual(cancelled.violations, []);
-    assert.equal(cancelled.destroyed, true);
+    expect(hungUp.chunks).toStrictEqual([ACK_MARKER]);
+    expect(hungUp.violations).toStrictEqual([]);
+    expect(cancelled.chunks).toStrictEqual([ACK_MARKER]);
+    expect(cancelled.violations).toStrictEqual([]);
+    expect(cancelled.destroyed).toBe(true);
     // The stream still open got its batch at the end of that same tick.
-    assert.deepEqual(other.chunks, [ACK_MARKER, uris.map((uri) => updateFrame(uri, 'o')).join('')]);
+    expect(other.chunks).toStrictEqual([ACK_MARKER, uris.map((uri) => updateFrame(uri, 'o')).join('')]);
     const stats = hub.stats();
-    assert.equal(stats.closed.client, 1);
-    assert.equal(stats.closed.cancelled, 1);
-    assert.equal(stats.openStreams, 1);
+    expect(stats.closed.client).toBe(1);
+    expect(stats.closed.cancelled).toBe(1);
+    expect(stats.openStreams).toBe(1);
     await hub.close();
   });
 
@@ -551,42 +583,44 @@ describe('batching: one write per stream per tick', () => {
     const res = new FakeResponse();
     openStream(hub, res, { filter: { toolsListChanged: true, resourceSubscriptions: ['note://a', 'note://b'] } });
     res.accept = false;
-    assert.deepEqual(hub.resourceUpdated('note://a'), report({ matched: 1, written: 1 }));
-    assert.deepEqual(hub.resourceUpdated('note://b'), report({ matched: 1, written: 1 }));
-    assert.equal(res.listenerCount('drain'), 0, 'nothing written yet, so nothing pushed back yet');
+    expect(hub.resourceUpdated('note://a')).toStrictEqual(report({ matched: 1, written: 1 }));
+    expect(hub.resourceUpdated('note://b')).toStrictEqual(report({ matched: 1, written: 1 }));
+    // nothing written yet, so nothing pushed back yet
+    expect(res.listenerCount('drain')).toBe(0);
     await Promise.resolve();
     const batch = updateFrame('note://a') + updateFrame('note://b');
-    assert.deepEqual(res.chunks, [ACK_MARKER, batch]); // this write returned false
-    assert.equal(res.listenerCount('drain'), 1);
+    expect(res.chunks).toStrictEqual([ACK_MARKER, batch]); // this write returned false
+    expect(res.listenerCount('drain')).toBe(1);
 
-    assert.deepEqual(hub.toolsListChanged(), report({ matched: 1, queued: 1 }));
-    assert.deepEqual(hub.resourceUpdated('note://b'), report({ matched: 1, queued: 1 }));
-    assert.deepEqual(hub.toolsListChanged(), report({ matched: 1, coalesced: 1 }));
+    expect(hub.toolsListChanged()).toStrictEqual(report({ matched: 1, queued: 1 }));
+    expect(hub.resourceUpdated('note://b')).toStrictEqual(report({ matched: 1, queued: 1 }));
+    expect(hub.toolsListChanged()).toStrictEqual(report({ matched: 1, coalesced: 1 }));
     // The same URI as a frame of the batch: the batch is on the wire, not in the queue.
-    assert.deepEqual(hub.resourceUpdated('note://a'), report({ matched: 1, queued: 1 }));
+    expect(hub.resourceUpdated('note://a')).toStrictEqual(report({ matched: 1, queued: 1 }));
     await settle();
-    assert.deepEqual(res.chunks, [ACK_MARKER, batch], 'nothing is written until drain');
-    assert.equal(hub.stats().queued, 3);
-    assert.equal(res.listenerCount('drain'), 1);
+    // nothing is written until drain
+    expect(res.chunks).toStrictEqual([ACK_MARKER, batch]);
+    expect(hub.stats().queued).toBe(3);
+    expect(res.listenerCount('drain')).toBe(1);
 
     res.drain();
-    assert.deepEqual(res.chunks, [
+    expect(res.chunks).toStrictEqual([
       ACK_MARKER,
       batch,
       toolsFrame() + updateFrame('note://b') + updateFrame('note://a'), // the queue, one write
     ]);
-    assert.equal(res.listenerCount('drain'), 0);
+    expect(res.listenerCount('drain')).toBe(0);
     const stats = hub.stats();
-    assert.equal(stats.queued, 0);
-    assert.equal(stats.written, 5);
-    assert.equal(stats.coalesced, 1);
+    expect(stats.queued).toBe(0);
+    expect(stats.written).toBe(5);
+    expect(stats.coalesced).toBe(1);
 
     // Drained, the stream batches again.
     hub.toolsListChanged();
-    assert.equal(res.chunks.length, 3);
+    expect(res.chunks.length).toBe(3);
     await Promise.resolve();
-    assert.deepEqual(res.chunks.slice(3), [toolsFrame()]);
-    assert.deepEqual(res.violations, []);
+    expect(res.chunks.slice(3)).toStrictEqual([toolsFrame()]);
+    expect(res.violations).toStrictEqual([]);
     await hub.close();
   });
 });
