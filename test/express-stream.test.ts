@@ -3,15 +3,15 @@
  * client: the stream's frames and keepalives, hang-up and cancellation, capacity, backpressure with
  * a client that stops reading, and that an open stream pins neither `req.body` nor the parsed body.
  */
-import assert from 'node:assert/strict';
 import http from 'node:http';
-import { describe, test } from 'node:test';
+import { describe, expect, test } from '@jest/globals';
 import type { Request, RequestHandler } from 'express';
 import { SubscriptionHub, type TaskState } from 'mcp-subscriptions';
 import { mcpSubscriptions, type McpSubscriptionsOptions } from 'mcp-subscriptions/express';
 import { expressFlavours, listenOn, type ExpressFlavour, type RunningServer } from './helpers/express-apps.ts';
 import { recordingLogger, waitFor } from './helpers/fake-response.ts';
 import { exposeGc } from './helpers/gc.ts';
+import { testUnless } from './helpers/skip.ts';
 import { listen, listenBody, listenHeaders, post, type SseStream } from './helpers/sse.ts';
 
 const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
@@ -106,13 +106,13 @@ for (const flavour of expressFlavours) {
           toolsListChanged: true,
           resourceSubscriptions: ['note://alice/todo', 'note://alice/todo'],
         });
-        assert.equal(stream.status, 200);
-        assert.equal(stream.headers['content-type'], 'text/event-stream');
-        assert.equal(stream.headers['cache-control'], 'no-cache, no-transform');
-        assert.equal(stream.headers['x-accel-buffering'], 'no');
-        assert.equal(stream.headers['mcp-session-id'], undefined);
+        expect(stream.status).toBe(200);
+        expect(stream.headers['content-type']).toBe('text/event-stream');
+        expect(stream.headers['cache-control']).toBe('no-cache, no-transform');
+        expect(stream.headers['x-accel-buffering']).toBe('no');
+        expect(stream.headers['mcp-session-id']).toBeUndefined();
         const ack = await stream.event(1);
-        assert.deepEqual(ack.json, {
+        expect(ack.json).toStrictEqual({
           jsonrpc: '2.0',
           method: 'notifications/subscriptions/acknowledged',
           params: {
@@ -120,33 +120,31 @@ for (const flavour of expressFlavours) {
             notifications: { toolsListChanged: true, resourceSubscriptions: ['note://alice/todo'] },
           },
         });
-        assert.ok(
+        expect(
           stream.text.startsWith(
             'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged"',
           ),
-        );
+        ).toBe(true);
 
         await stream.until(() => stream.comments.filter((c) => c === 'keepalive').length >= 2, 'two keepalives');
-        assert.ok(stream.text.includes('\n\n: keepalive\n\n'));
+        expect(stream.text).toContain('\n\n: keepalive\n\n');
 
-        assert.equal(s.hub.toolsListChanged().written, 1);
-        assert.equal(s.hub.resourceUpdated('note://alice/todo').written, 1);
-        assert.equal(s.hub.promptsListChanged().matched, 0, 'prompts were not asked for');
+        expect(s.hub.toolsListChanged().written).toBe(1);
+        expect(s.hub.resourceUpdated('note://alice/todo').written).toBe(1);
+        // Prompts were not asked for.
+        expect(s.hub.promptsListChanged().matched).toBe(0);
         await stream.event(3);
         await s.hub.close();
         await stream.end();
         const messages = stream.events.map((e) => e.json);
-        assert.deepEqual(
-          messages.map((m) => m.method ?? m.result?.resultType),
-          [
-            'notifications/subscriptions/acknowledged',
-            'notifications/tools/list_changed',
-            'notifications/resources/updated',
-            'complete',
-          ],
-        );
-        assert.deepEqual(messages[2].params, { uri: 'note://alice/todo', _meta: { [SUBSCRIPTION_ID]: 'L-1' } });
-        assert.deepEqual(messages[3], {
+        expect(messages.map((m) => m.method ?? m.result?.resultType)).toStrictEqual([
+          'notifications/subscriptions/acknowledged',
+          'notifications/tools/list_changed',
+          'notifications/resources/updated',
+          'complete',
+        ]);
+        expect(messages[2].params).toStrictEqual({ uri: 'note://alice/todo', _meta: { [SUBSCRIPTION_ID]: 'L-1' } });
+        expect(messages[3]).toStrictEqual({
           jsonrpc: '2.0',
           id: 'L-1',
           result: {
@@ -155,7 +153,7 @@ for (const flavour of expressFlavours) {
           },
         });
         for (const message of messages) {
-          assert.equal((message.params ?? message.result)._meta[SUBSCRIPTION_ID], 'L-1');
+          expect((message.params ?? message.result)._meta[SUBSCRIPTION_ID]).toBe('L-1');
         }
       } finally {
         await s.cleanup();
@@ -167,19 +165,19 @@ for (const flavour of expressFlavours) {
       try {
         const stream = await s.open(1, { toolsListChanged: true, resourceSubscriptions: ['note://a'] });
         await stream.event(1);
-        assert.equal(s.hub.stats().openStreams, 1);
+        expect(s.hub.stats().openStreams).toBe(1);
         stream.close();
         await waitFor(() => s.hub.stats().openStreams === 0, 'the stream to be freed');
         const stats = s.hub.stats();
-        assert.equal(stats.closed.client, 1);
-        assert.equal(stats.listening.resourceUris, 0);
-        assert.equal(stats.listening.toolsListChanged, 0);
-        assert.equal(s.hub.resourceUpdated('note://a').matched, 0);
+        expect(stats.closed.client).toBe(1);
+        expect(stats.listening.resourceUris).toBe(0);
+        expect(stats.listening.toolsListChanged).toBe(0);
+        expect(s.hub.resourceUpdated('note://a').matched).toBe(0);
 
         const again = await s.open(2, { toolsListChanged: true });
-        assert.equal(again.status, 200);
+        expect(again.status).toBe(200);
         await again.event(1);
-        assert.equal(s.hub.stats().closed.client, 1);
+        expect(s.hub.stats().closed.client).toBe(1);
       } finally {
         await s.cleanup();
       }
@@ -211,14 +209,15 @@ for (const flavour of expressFlavours) {
         client.on('error', () => {}); // the test hangs up on purpose
         client.end(JSON.stringify(listenBody('slow', { resourceSubscriptions: ['note://slow/1', 'note://slow/2'] })));
         await waitFor(() => calls === 1, 'the first check');
-        assert.equal(s.hub.stats().pendingStreams, 1);
+        expect(s.hub.stats().pendingStreams).toBe(1);
         client.destroy(); // before any response byte
         await waitFor(() => serverSawClose, 'the server to see the hang-up');
         release();
         await waitFor(() => s.hub.stats().pendingStreams === 0, 'the reservation to be released');
-        assert.equal(calls, 1, 'no check starts after the client left');
+        // No check starts after the client left.
+        expect(calls).toBe(1);
         const next = await s.open('next', { resourceSubscriptions: ['note://fast'] });
-        assert.equal(next.status, 200);
+        expect(next.status).toBe(200);
         await next.event(1);
       } finally {
         await s.cleanup();
@@ -234,21 +233,21 @@ for (const flavour of expressFlavours) {
         await alice.event(1);
         const aliceAgain = await s.open('a2', { toolsListChanged: true }, 'alice');
         await aliceAgain.end();
-        assert.equal(aliceAgain.status, 503);
-        assert.equal(aliceAgain.headers['retry-after'], '2');
-        assert.deepEqual(JSON.parse(aliceAgain.text), {
+        expect(aliceAgain.status).toBe(503);
+        expect(aliceAgain.headers['retry-after']).toBe('2');
+        expect(JSON.parse(aliceAgain.text)).toStrictEqual({
           jsonrpc: '2.0',
           id: 'a2',
           error: { code: -32603, message: 'Subscription limit reached' },
         });
         const bob = await s.open('b1', { toolsListChanged: true }, 'bob');
-        assert.equal(bob.status, 200);
+        expect(bob.status).toBe(200);
         await bob.event(1);
         const carol = await s.open('c1', { toolsListChanged: true }, 'carol');
         await carol.end();
-        assert.equal(carol.status, 503);
-        assert.equal(JSON.parse(carol.text).error.message, 'Subscription limit reached');
-        assert.equal(s.hub.stats().refused, 2);
+        expect(carol.status).toBe(503);
+        expect(JSON.parse(carol.text).error.message).toBe('Subscription limit reached');
+        expect(s.hub.stats().refused).toBe(2);
       } finally {
         await s.cleanup();
       }
@@ -268,11 +267,11 @@ for (const flavour of expressFlavours) {
 
           const foreign = await post(s.url, cancelBody('L'), { 'content-type': 'application/json', 'x-user': 'bob' });
           await foreign.end();
-          assert.equal(foreign.status, 200);
-          assert.deepEqual(JSON.parse(foreign.text), { passed: true });
-          assert.deepEqual(s.passedOn, [{ method: 'notifications/cancelled', body: cancelBody('L'), user: 'bob' }]);
-          assert.equal(s.hub.stats().openStreams, 1);
-          assert.equal(s.hub.toolsListChanged().written, 1);
+          expect(foreign.status).toBe(200);
+          expect(JSON.parse(foreign.text)).toStrictEqual({ passed: true });
+          expect(s.passedOn).toStrictEqual([{ method: 'notifications/cancelled', body: cancelBody('L'), user: 'bob' }]);
+          expect(s.hub.stats().openStreams).toBe(1);
+          expect(s.hub.toolsListChanged().written).toBe(1);
           await stream.event(2);
 
           const own = await post(s.url, cancelBody('L'), {
@@ -281,16 +280,17 @@ for (const flavour of expressFlavours) {
             'x-user': 'alice',
           });
           await own.end();
-          assert.equal(own.status, 202);
-          assert.equal(own.text, '');
+          expect(own.status).toBe(202);
+          expect(own.text).toBe('');
           // Freed synchronously: alice may listen again at once.
-          assert.equal(s.hub.stats().openStreams, 0);
-          assert.equal(s.hub.stats().closed.cancelled, 1);
+          expect(s.hub.stats().openStreams).toBe(0);
+          expect(s.hub.stats().closed.cancelled).toBe(1);
           await stream.end();
-          assert.equal(stream.events.length, 2, 'nothing more is written to a cancelled stream');
+          // Nothing more is written to a cancelled stream.
+          expect(stream.events.length).toBe(2);
           const again = await s.open('L2', { toolsListChanged: true }, 'alice');
-          assert.equal(again.status, 200);
-          assert.equal(s.passedOn.length, 1);
+          expect(again.status).toBe(200);
+          expect(s.passedOn.length).toBe(1);
         } finally {
           await s.cleanup();
         }
@@ -304,11 +304,12 @@ for (const flavour of expressFlavours) {
         await stream.event(1);
         const wrongType = await post(s.url, cancelBody('1'), { 'content-type': 'application/json', 'x-user': 'alice' });
         await wrongType.end();
-        assert.equal(wrongType.status, 200, 'passed on');
-        assert.equal(s.hub.stats().openStreams, 1);
+        // Passed on to the host handler.
+        expect(wrongType.status).toBe(200);
+        expect(s.hub.stats().openStreams).toBe(1);
         const right = await post(s.url, cancelBody(1), { 'content-type': 'application/json', 'x-user': 'alice' });
         await right.end();
-        assert.equal(right.status, 202);
+        expect(right.status).toBe(202);
         await stream.end();
       } finally {
         await s.cleanup();
@@ -332,32 +333,33 @@ for (const flavour of expressFlavours) {
           const report = s.hub.resourceUpdated(filler);
           written += report.written;
           if (report.queued === 1) break;
-          assert.equal(report.written, 1);
+          expect(report.written).toBe(1);
         }
-        assert.equal(s.hub.stats().queued, 1, 'the socket never pushed back');
+        // If not, the socket never pushed back.
+        expect(s.hub.stats().queued).toBe(1);
 
         const reports = targets.map((uri) => s.hub.resourceUpdated(uri));
         const empty = { matched: 1, written: 0, queued: 1, coalesced: 0, dropped: 0, closed: 0 };
-        assert.deepEqual(reports.slice(0, 3), [empty, empty, empty]);
-        for (const report of reports.slice(3)) assert.deepEqual(report, { ...empty, dropped: 1 });
-        assert.deepEqual(s.hub.resourceUpdated(targets[5]!), { ...empty, queued: 0, coalesced: 1 });
-        assert.deepEqual(s.hub.resourceUpdated(targets[7]!), { ...empty, queued: 0, coalesced: 1 });
+        expect(reports.slice(0, 3)).toStrictEqual([empty, empty, empty]);
+        for (const report of reports.slice(3)) expect(report).toStrictEqual({ ...empty, dropped: 1 });
+        expect(s.hub.resourceUpdated(targets[5]!)).toStrictEqual({ ...empty, queued: 0, coalesced: 1 });
+        expect(s.hub.resourceUpdated(targets[7]!)).toStrictEqual({ ...empty, queued: 0, coalesced: 1 });
         const stats = s.hub.stats();
-        assert.equal(stats.queued, 4);
-        assert.equal(stats.dropped, 5);
-        assert.equal(stats.coalesced, 2);
+        expect(stats.queued).toBe(4);
+        expect(stats.dropped).toBe(5);
+        expect(stats.coalesced).toBe(2);
 
         stream.resume();
         await stream.until(() => stream.events.length === 1 + written + 4, 'the queued events', 15_000);
         const tail = stream.events.slice(1 + written).map((e) => e.json.params.uri);
-        assert.deepEqual(tail, targets.slice(4));
-        assert.ok(stream.events.slice(1, 1 + written).every((e) => e.json.params.uri === filler));
+        expect(tail).toStrictEqual(targets.slice(4));
+        expect(stream.events.slice(1, 1 + written).every((e) => e.json.params.uri === filler)).toBeTruthy();
 
         // Nothing else was queued: the next message is the terminal result.
         await s.hub.close();
         await stream.end();
-        assert.equal(stream.events.length, 1 + written + 4 + 1);
-        assert.equal(stream.events.at(-1)?.json.result.resultType, 'complete');
+        expect(stream.events.length).toBe(1 + written + 4 + 1);
+        expect(stream.events.at(-1)?.json.result.resultType).toBe('complete');
       } finally {
         await s.cleanup();
       }
@@ -381,7 +383,7 @@ for (const flavour of expressFlavours) {
           TASKS_META,
         );
         const ack = await stream.event(1);
-        assert.deepEqual(ack.json.params.notifications, { toolsListChanged: true, taskIds: ['filler', 't1'] });
+        expect(ack.json.params.notifications).toStrictEqual({ toolsListChanged: true, taskIds: ['filler', 't1'] });
         stream.pause();
         const big = state('filler', 'working', { statusMessage: 'x'.repeat(64 * 1024) });
         let written = 0;
@@ -390,33 +392,35 @@ for (const flavour of expressFlavours) {
           written += report.written;
           if (report.queued === 1) break;
         }
-        assert.equal(s.hub.stats().queued, 1, 'the socket never pushed back');
+        // If not, the socket never pushed back.
+        expect(s.hub.stats().queued).toBe(1);
 
-        assert.equal(s.hub.taskStatus(state('t1', 'working'), 'alice').queued, 1);
-        assert.equal(s.hub.toolsListChanged().queued, 1);
-        assert.equal(s.hub.taskStatus(state('t1', 'input_required'), 'alice').coalesced, 1);
-        assert.equal(s.hub.toolsListChanged().coalesced, 1);
+        expect(s.hub.taskStatus(state('t1', 'working'), 'alice').queued).toBe(1);
+        expect(s.hub.toolsListChanged().queued).toBe(1);
+        expect(s.hub.taskStatus(state('t1', 'input_required'), 'alice').coalesced).toBe(1);
+        expect(s.hub.toolsListChanged().coalesced).toBe(1);
         const final = state('t1', 'completed', {
           lastUpdatedAt: '2026-07-28T10:09:00Z',
           result: { content: [{ type: 'text', text: 'ok' }] },
         });
-        assert.equal(s.hub.taskStatus(final, 'alice').coalesced, 1);
+        expect(s.hub.taskStatus(final, 'alice').coalesced).toBe(1);
         // bob's task of the same id never reaches alice's stream.
-        assert.equal(s.hub.taskStatus(state('t1', 'failed'), 'bob').matched, 0);
-        assert.equal(s.hub.stats().queued, 3);
+        expect(s.hub.taskStatus(state('t1', 'failed'), 'bob').matched).toBe(0);
+        expect(s.hub.stats().queued).toBe(3);
 
         stream.resume();
         await stream.until(() => stream.events.length === 1 + written + 3, 'the queued events', 15_000);
         const tail = stream.events.slice(1 + written).map((e) => e.json);
-        assert.deepEqual(
-          tail.map((m) => m.method),
-          ['notifications/tasks', 'notifications/tasks', 'notifications/tools/list_changed'],
-        );
-        assert.equal(tail[0].params.taskId, 'filler');
-        assert.deepEqual(tail[1].params, { ...final, _meta: { [SUBSCRIPTION_ID]: 'tasks' } });
+        expect(tail.map((m) => m.method)).toStrictEqual([
+          'notifications/tasks',
+          'notifications/tasks',
+          'notifications/tools/list_changed',
+        ]);
+        expect(tail[0].params.taskId).toBe('filler');
+        expect(tail[1].params).toStrictEqual({ ...final, _meta: { [SUBSCRIPTION_ID]: 'tasks' } });
         await s.hub.close();
         await stream.end();
-        assert.equal(stream.events.length, 1 + written + 3 + 1);
+        expect(stream.events.length).toBe(1 + written + 3 + 1);
       } finally {
         await s.cleanup();
       }
@@ -442,10 +446,10 @@ for (const flavour of expressFlavours) {
         try {
           const stream = await listen(s.url, 'big', { resourceSubscriptions: bigUris });
           const ack = await stream.event(1);
-          assert.deepEqual(ack.json.params.notifications, { resourceSubscriptions: [bigUris[0]] });
-          assert.equal(sawBody, variant === 'express.json() before');
-          assert.ok(captured);
-          assert.equal(captured.body, undefined);
+          expect(ack.json.params.notifications).toStrictEqual({ resourceSubscriptions: [bigUris[0]] });
+          expect(sawBody).toBe(variant === 'express.json() before');
+          expect(captured).toBeTruthy();
+          expect(captured!.body).toBeUndefined();
           s.streams.push(stream);
         } finally {
           await s.cleanup();
@@ -453,42 +457,38 @@ for (const flavour of expressFlavours) {
       });
     }
 
-    test(
-      'the parsed 2 MB body is collectable while the stream stays open',
-      {
-        skip:
-          gc === undefined
-            ? 'no way to run the garbage collector in this process (no --expose-gc, v8 flags locked)'
-            : false,
-      },
-      async () => {
-        let bodyRef: WeakRef<object> | undefined;
-        const capture: RequestHandler = (req, _res, next) => {
-          bodyRef = new WeakRef(req.body as object);
-          next();
-        };
-        const s = await serve(flavour, {
-          before: [flavour.express.json({ limit: '4mb' }), capture],
-          options: { canRead: (uri) => uri === bigUris[0] },
-        });
-        try {
-          const payload = JSON.stringify(listenBody('big', { resourceSubscriptions: bigUris }));
-          assert.ok(payload.length > 2_000_000);
-          const stream = await post(s.url, payload, listenHeaders());
-          s.streams.push(stream);
-          await stream.event(1);
-          assert.equal(s.hub.stats().openStreams, 1);
-          assert.ok(bodyRef);
-          await new Promise((resolve) => setImmediate(resolve));
-          gc!();
-          assert.equal(bodyRef.deref(), undefined, 'the parsed body is still reachable from the open stream');
-          // The stream still works after the collection.
-          assert.equal(s.hub.resourceUpdated(bigUris[0]!).written, 1);
-          await stream.event(2);
-        } finally {
-          await s.cleanup();
-        }
-      },
-    );
+    testUnless(
+      gc === undefined
+        ? 'no way to run the garbage collector in this process (no --expose-gc, v8 flags locked)'
+        : undefined,
+    )('the parsed 2 MB body is collectable while the stream stays open', async () => {
+      let bodyRef: WeakRef<object> | undefined;
+      const capture: RequestHandler = (req, _res, next) => {
+        bodyRef = new WeakRef(req.body as object);
+        next();
+      };
+      const s = await serve(flavour, {
+        before: [flavour.express.json({ limit: '4mb' }), capture],
+        options: { canRead: (uri) => uri === bigUris[0] },
+      });
+      try {
+        const payload = JSON.stringify(listenBody('big', { resourceSubscriptions: bigUris }));
+        expect(payload.length).toBeGreaterThan(2_000_000);
+        const stream = await post(s.url, payload, listenHeaders());
+        s.streams.push(stream);
+        await stream.event(1);
+        expect(s.hub.stats().openStreams).toBe(1);
+        expect(bodyRef).toBeTruthy();
+        await new Promise((resolve) => setImmediate(resolve));
+        gc!();
+        // If not, the parsed body is still reachable from the open stream.
+        expect(bodyRef!.deref()).toBeUndefined();
+        // The stream still works after the collection.
+        expect(s.hub.resourceUpdated(bigUris[0]!).written).toBe(1);
+        await stream.event(2);
+      } finally {
+        await s.cleanup();
+      }
+    });
   });
 }

@@ -4,10 +4,9 @@
  * the rest of MCP (an echoing controller, the official SDK's handler), `notifications/cancelled`,
  * bodies with and without Nest's body parser, a global prefix, the rxjs face of the hub, and shutdown.
  */
-import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { afterEach, describe, it } from 'node:test';
+import { afterEach, describe, expect, it } from '@jest/globals';
 import { Inject, Injectable } from '@nestjs/common';
 import { from, lastValueFrom, take, toArray } from 'rxjs';
 import { SubscriptionHub, type SubscriptionEvent } from 'mcp-subscriptions';
@@ -27,6 +26,11 @@ afterEach(async () => {
   await Promise.all(apps.splice(0).map((app) => app.close()));
 });
 
+/** `expect(actual).toBe(expected)`; a failure also prints `context` (e.g. the response text), as assert's message did. */
+function expectToBe(actual: unknown, expected: unknown, context: string): void {
+  expect({ actual, context }).toStrictEqual({ actual: expected, context });
+}
+
 async function start(...args: Parameters<typeof startNestApp>): Promise<NestTestApp> {
   const app = await startNestApp(...args);
   apps.push(app);
@@ -41,9 +45,9 @@ async function open(
 ): Promise<{ stream: SseStream; honored: any }> {
   const stream = await listen(app.url, id, notifications, bearer(token));
   streams.push(stream);
-  assert.equal(stream.status, 200, stream.text);
+  expectToBe(stream.status, 200, stream.text);
   const ack = (await stream.event(1)).json;
-  assert.equal(ack.method, ACK);
+  expect(ack.method).toBe(ACK);
   return { stream, honored: ack.params.notifications };
 }
 
@@ -71,12 +75,12 @@ describe('NestJS module: the listen route behind the app guards', () => {
     streams.push(listenAttempt);
     await listenAttempt.end();
     const other = await postJson(app.url, { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }, {});
-    assert.equal(listenAttempt.status, 401);
-    assert.equal(listenAttempt.headers['www-authenticate'], 'Bearer');
-    assert.deepEqual(JSON.parse(listenAttempt.text), other.json);
-    assert.equal(other.status, 401);
-    assert.equal(other.headers.get('www-authenticate'), 'Bearer');
-    assert.equal(app.hub.stats().opened, 0);
+    expect(listenAttempt.status).toBe(401);
+    expect(listenAttempt.headers['www-authenticate']).toBe('Bearer');
+    expect(JSON.parse(listenAttempt.text)).toStrictEqual(other.json);
+    expect(other.status).toBe(401);
+    expect(other.headers.get('www-authenticate')).toBe('Bearer');
+    expect(app.hub.stats().opened).toBe(0);
   });
 
   it("each URI is decided by the host's read guard, presented a resources/read by the same caller", async () => {
@@ -92,30 +96,33 @@ describe('NestJS module: the listen route behind the app guards', () => {
       'note://boom/x',
     ];
     const { honored } = await open(app, 'alice-token', 'per-uri', { resourceSubscriptions: asked });
-    assert.deepEqual(honored, {
+    expect(honored).toStrictEqual({
       resourceSubscriptions: ['note://alice/mine', 'note://shared/promise', 'note://stream/alice'],
     });
     const reads = app.guardCalls.filter((call) => call.method === 'resources/read');
     // Every URI went through the global guard and then the read guard, as on the MCP route.
     for (const uri of asked) {
-      assert.deepEqual(
-        reads.filter((call) => call.uri === uri).map((call) => call.guard),
-        ['BearerGuard', 'ReadGuard'],
+      // With the URI, so that a failure names it.
+      expect({ uri, guards: reads.filter((call) => call.uri === uri).map((call) => call.guard) }).toStrictEqual({
         uri,
-      );
+        guards: ['BearerGuard', 'ReadGuard'],
+      });
     }
     for (const call of reads) {
-      assert.equal(call.id, 'per-uri', 'the probe carries the listen request id');
-      assert.equal(call.mcpMethod, 'resources/read');
-      assert.equal(call.mcpName, call.uri);
-      assert.equal(call.authorization, 'Bearer alice-token');
-      assert.equal(call.className, 'McpSubscriptionsReadContext');
-      assert.equal(call.handlerName, 'resourcesRead');
-      if (call.guard === 'ReadGuard') assert.equal(call.user, 'alice', 'the read guard sees the authenticated caller');
+      // The probe carries the listen request id.
+      expect(call.id).toBe('per-uri');
+      expect(call.mcpMethod).toBe('resources/read');
+      expect(call.mcpName).toBe(call.uri);
+      expect(call.authorization).toBe('Bearer alice-token');
+      expect(call.className).toBe('McpSubscriptionsReadContext');
+      expect(call.handlerName).toBe('resourcesRead');
+      // The read guard sees the authenticated caller.
+      if (call.guard === 'ReadGuard') expect(call.user).toBe('alice');
     }
     // A refusal (HttpException or false) is silent; a guard that throws anything else is a failure, logged.
-    assert.equal(logger.warns.length, 1, JSON.stringify(logger.warns));
-    assert.match(String(logger.warns[0]?.[0]), /canRead failed/);
+    // toHaveLength prints the warnings on failure, as the old message did.
+    expect(logger.warns).toHaveLength(1);
+    expect(String(logger.warns[0]?.[0])).toMatch(/canRead failed/);
   });
 
   it('the same request as bob gets bob’s URIs: the probe is per caller', async () => {
@@ -123,33 +130,33 @@ describe('NestJS module: the listen route behind the app guards', () => {
     const { honored } = await open(app, 'bob-token', 'bob', {
       resourceSubscriptions: ['note://alice/mine', 'note://bob/theirs', 'note://stream/bob'],
     });
-    assert.deepEqual(honored, { resourceSubscriptions: ['note://bob/theirs', 'note://stream/bob'] });
+    expect(honored).toStrictEqual({ resourceSubscriptions: ['note://bob/theirs', 'note://stream/bob'] });
   });
 
   it('the principal is `req.auth` or `req.user` by default, or what the `principal` option says', async () => {
     const byDefault = await start();
     await open(byDefault, 'alice-token', 'who', { toolsListChanged: true });
-    assert.deepEqual(byDefault.hub.stats().openByPrincipal, { alice: 1 });
+    expect(byDefault.hub.stats().openByPrincipal).toStrictEqual({ alice: 1 });
     const custom = await start({
       module: { principal: (req) => `tenant-a:${String((req.user as { id?: unknown } | undefined)?.id)}` },
     });
     await open(custom, 'bob-token', 'who', { toolsListChanged: true });
-    assert.deepEqual(custom.hub.stats().openByPrincipal, { 'tenant-a:bob': 1 });
+    expect(custom.hub.stats().openByPrincipal).toStrictEqual({ 'tenant-a:bob': 1 });
   });
 
   it('the listen route comes first even though the host MCP controller is registered before it', async () => {
     const app = await start();
     const { stream } = await open(app, 'alice-token', 'first', { toolsListChanged: true });
-    assert.equal(app.hub.stats().openStreams, 1);
+    expect(app.hub.stats().openStreams).toBe(1);
     app.hub.toolsListChanged();
-    assert.equal((await stream.event(2)).json.method, 'notifications/tools/list_changed');
+    expect((await stream.event(2)).json.method).toBe('notifications/tools/list_changed');
     const passed = await postJson(
       app.url,
       { jsonrpc: '2.0', id: 3, method: 'tools/list', params: {} },
       { ...bearer('alice-token'), 'mcp-method': 'tools/list' },
     );
-    assert.equal(passed.status, 200);
-    assert.deepEqual(passed.json, {
+    expect(passed.status).toBe(200);
+    expect(passed.json).toStrictEqual({
       host: true,
       httpMethod: 'POST',
       body: { jsonrpc: '2.0', id: 3, method: 'tools/list', params: {} },
@@ -159,14 +166,14 @@ describe('NestJS module: the listen route behind the app guards', () => {
   it('GET on the MCP path is the host route’s alone', async () => {
     const app = await start();
     const res = await fetch(app.url, { headers: bearer('alice-token') });
-    assert.deepEqual(await res.json(), { host: true, httpMethod: 'GET', body: null });
+    expect(await res.json()).toStrictEqual({ host: true, httpMethod: 'GET', body: null });
   });
 
   it('a global prefix applies to the listen route as to every controller', async () => {
     const app = await start({ prefix: 'api' });
-    assert.match(app.url, /\/api\/mcp$/);
+    expect(app.url).toMatch(/\/api\/mcp$/);
     const { honored } = await open(app, 'alice-token', 'prefixed', { toolsListChanged: true });
-    assert.deepEqual(honored, { toolsListChanged: true });
+    expect(honored).toStrictEqual({ toolsListChanged: true });
   });
 });
 
@@ -174,28 +181,28 @@ describe('NestJS module: in front of the official SDK handler', () => {
   it('listen is ours (narrowed by the guard); everything else is the SDK’s, through the same path', async () => {
     const app = await start({ host: 'sdk' });
     const discover = await mcpRequest(app.url, 'alice-token', 'server/discover');
-    assert.equal(discover.status, 200, discover.text);
-    assert.equal(discover.message?.result?.capabilities?.resources?.subscribe, true, discover.text);
+    expectToBe(discover.status, 200, discover.text);
+    expectToBe(discover.message?.result?.capabilities?.resources?.subscribe, true, discover.text);
     const tool = await mcpRequest(app.url, 'alice-token', 'tools/call', { name: 'ping', arguments: {} });
-    assert.equal(tool.message?.result?.content?.[0]?.text, 'pong', tool.text);
+    expectToBe(tool.message?.result?.content?.[0]?.text, 'pong', tool.text);
     // The SDK's own listen would honour every URI; ours drops bob's.
     const { stream, honored } = await open(app, 'alice-token', 'sdk', {
       toolsListChanged: true,
       resourceSubscriptions: ['note://alice/a', 'note://bob/b'],
     });
-    assert.deepEqual(honored, { toolsListChanged: true, resourceSubscriptions: ['note://alice/a'] });
-    assert.equal(app.hub.stats().opened, 1);
+    expect(honored).toStrictEqual({ toolsListChanged: true, resourceSubscriptions: ['note://alice/a'] });
+    expect(app.hub.stats().opened).toBe(1);
     app.hub.resourceUpdated('note://alice/a');
     const update = (await stream.event(2)).json;
-    assert.equal(update.method, 'notifications/resources/updated');
-    assert.equal(update.params.uri, 'note://alice/a');
+    expect(update.method).toBe('notifications/resources/updated');
+    expect(update.params.uri).toBe('note://alice/a');
   });
 
   it('an unreadable resources/read is refused by the very guard listen reused', async () => {
     const app = await start({ host: 'sdk' });
     const read = await mcpRequest(app.url, 'alice-token', 'resources/read', { uri: 'note://bob/b' });
-    assert.equal(read.status, 403, read.text);
-    assert.ok(app.guardCalls.some((call) => call.guard === 'ReadGuard' && call.uri === 'note://bob/b'));
+    expectToBe(read.status, 403, read.text);
+    expect(app.guardCalls.some((call) => call.guard === 'ReadGuard' && call.uri === 'note://bob/b')).toBeTruthy();
   });
 });
 
@@ -210,16 +217,15 @@ describe('NestJS module: notifications/cancelled', () => {
         { ...bearer(token), 'mcp-method': 'notifications/cancelled' },
       );
     const fromBob = await cancel('bob-token');
-    assert.equal(fromBob.json?.host, true, 'not one of bob’s streams: passed on');
-    assert.equal(app.hub.stats().openStreams, 1);
+    // Not one of bob’s streams: passed on.
+    expect(fromBob.json?.host).toBe(true);
+    expect(app.hub.stats().openStreams).toBe(1);
     const fromAlice = await cancel('alice-token');
-    assert.equal(fromAlice.status, 202);
-    assert.equal(fromAlice.text, '');
+    expect(fromAlice.status).toBe(202);
+    expect(fromAlice.text).toBe('');
     await stream.end();
-    assert.ok(
-      stream.events.every((event) => event.json?.result === undefined),
-      'a cancelled stream gets no result',
-    );
+    // A cancelled stream gets no result.
+    expect(stream.events.every((event) => event.json?.result === undefined)).toBeTruthy();
   });
 });
 
@@ -227,30 +233,31 @@ describe('NestJS module: request bodies', () => {
   it('without a body parser it reads listen bodies itself, and leaves other bodies for the next route', async () => {
     const app = await start({ appOptions: { bodyParser: false } });
     const { honored } = await open(app, 'alice-token', 'raw', { resourceSubscriptions: ['note://alice/x'] });
-    assert.deepEqual(honored, { resourceSubscriptions: ['note://alice/x'] });
+    expect(honored).toStrictEqual({ resourceSubscriptions: ['note://alice/x'] });
     const message = { jsonrpc: '2.0', id: 9, method: 'resources/read', params: { uri: 'note://alice/x' } };
     const passed = await postJson(app.url, message, { ...bearer('alice-token'), 'mcp-method': 'resources/read' });
-    assert.deepEqual(passed.json?.body, message, 'the next route (and its guards) see the parsed body');
-    assert.ok(app.guardCalls.some((call) => call.guard === 'ReadGuard' && call.uri === 'note://alice/x'));
+    // The next route (and its guards) see the parsed body.
+    expect(passed.json?.body).toStrictEqual(message);
+    expect(app.guardCalls.some((call) => call.guard === 'ReadGuard' && call.uri === 'note://alice/x')).toBeTruthy();
   });
 
   it('without a body parser, an unauthenticated request with a broken body still gets the guard’s 401', async () => {
     const app = await start({ appOptions: { bodyParser: false } });
     const res = await postJson(app.url, '{"jsonrpc":', listenHeaders());
-    assert.equal(res.status, 401);
+    expect(res.status).toBe(401);
   });
 
   it('a listen body that is not JSON gets -32700, HTTP 400', async () => {
     const app = await start({ appOptions: { bodyParser: false } });
     const res = await postJson(app.url, '{"jsonrpc":', listenHeaders(bearer('alice-token')));
-    assert.equal(res.status, 400);
-    assert.equal(res.json?.error?.code, -32700);
+    expect(res.status).toBe(400);
+    expect(res.json?.error?.code).toBe(-32700);
   });
 
   it('behind Nest’s own body parser it uses the parsed body', async () => {
     const app = await start();
     const { honored } = await open(app, 'bob-token', 'parsed', { resourceSubscriptions: ['note://bob/y'] });
-    assert.deepEqual(honored, { resourceSubscriptions: ['note://bob/y'] });
+    expect(honored).toStrictEqual({ resourceSubscriptions: ['note://bob/y'] });
   });
 });
 
@@ -279,9 +286,10 @@ describe('NestJS module: hooks as providers', () => {
     const { honored } = await open(app, 'alice-token', 'providers', {
       resourceSubscriptions: ['note://bob/ok', 'note://alice/no', 'note://alice/unwatched/ok', 'note://alice/ok'],
     });
-    assert.deepEqual(honored, { resourceSubscriptions: ['note://bob/ok', 'note://alice/ok'] });
-    assert.equal(app.guardCalls.filter((call) => call.method === 'resources/read').length, 0, 'guards not asked');
-    assert.ok(app.app.get(NotesReadCheck).asked.includes('alice note://bob/ok'));
+    expect(honored).toStrictEqual({ resourceSubscriptions: ['note://bob/ok', 'note://alice/ok'] });
+    // Guards not asked (toHaveLength prints the calls on failure).
+    expect(app.guardCalls.filter((call) => call.method === 'resources/read')).toHaveLength(0);
+    expect(app.app.get(NotesReadCheck).asked).toContain('alice note://bob/ok');
   });
 });
 
@@ -294,7 +302,8 @@ describe('NestJS module: rxjs', () => {
   it('fromHub() emits what is published; publishTo() publishes an Observable to the open streams', async () => {
     const app = await start({ providers: [Publisher] });
     const { hub } = app.app.get(Publisher);
-    assert.equal(hub, app.hub, 'the hub injected into a host service is the module’s');
+    // The hub injected into a host service is the module’s.
+    expect(hub).toBe(app.hub);
     const { stream } = await open(app, 'alice-token', 'rx', {
       toolsListChanged: true,
       resourceSubscriptions: ['note://alice/rx'],
@@ -305,25 +314,22 @@ describe('NestJS module: rxjs', () => {
       { kind: 'tools_list_changed' },
     ]);
     const reports = await lastValueFrom(source.pipe(publishTo(hub), toArray()));
-    assert.deepEqual(
-      reports.map((report) => report.written),
-      [1, 1],
-    );
-    assert.deepEqual(await seen, [
+    expect(reports.map((report) => report.written)).toStrictEqual([1, 1]);
+    expect(await seen).toStrictEqual([
       { kind: 'resource_updated', uri: 'note://alice/rx' },
       { kind: 'tools_list_changed' },
     ]);
     await stream.until(() => stream.events.length >= 3, 'both events');
-    assert.deepEqual(
-      stream.events.slice(1).map((event) => event.json.method),
-      ['notifications/resources/updated', 'notifications/tools/list_changed'],
-    );
+    expect(stream.events.slice(1).map((event) => event.json.method)).toStrictEqual([
+      'notifications/resources/updated',
+      'notifications/tools/list_changed',
+    ]);
   });
 
   it('publishTo() errors the stream with the hub’s EventError for an invalid event', async () => {
     const app = await start();
     const bad = from<SubscriptionEvent[]>([{ kind: 'resource_updated', uri: 'relative/uri' }]);
-    await assert.rejects(lastValueFrom(bad.pipe(publishTo(app.hub))), {
+    await expect(lastValueFrom(bad.pipe(publishTo(app.hub)))).rejects.toMatchObject({
       code: 'ERR_MCP_SUBSCRIPTIONS_INVALID_EVENT',
     });
   });
@@ -340,8 +346,8 @@ describe('NestJS module: shutdown', () => {
     for (const [i, { stream }] of opened.entries()) {
       await stream.end();
       const last = stream.events.at(-1)?.json;
-      assert.equal(last?.id, i === 0 ? 'bye' : 0);
-      assert.equal(last?.result?.resultType, 'complete');
+      expect(last?.id).toBe(i === 0 ? 'bye' : 0);
+      expect(last?.result?.resultType).toBe('complete');
     }
   });
 
@@ -356,10 +362,11 @@ describe('NestJS module: shutdown', () => {
       for (const uri of uris) app.hub.resourceUpdated(uri);
       await new Promise((resolve) => setImmediate(resolve));
     }
-    assert.ok(app.hub.stats().queued > 0, 'the stuck reader’s socket filled');
+    // The stuck reader’s socket filled.
+    expect(app.hub.stats().queued).toBeGreaterThan(0);
     await app.close();
     await healthy.end();
-    assert.equal(healthy.events.at(-1)?.json?.result?.resultType, 'complete');
+    expect(healthy.events.at(-1)?.json?.result?.resultType).toBe('complete');
   });
 
   it('with enableShutdownHooks(), SIGTERM ends every open stream with the terminal result before the process goes', async () => {
@@ -389,11 +396,11 @@ describe('NestJS module: shutdown', () => {
       child.kill('SIGTERM');
       await stream.end();
       const last = stream.events.at(-1)?.json;
-      assert.equal(last?.id, 'signalled');
-      assert.equal(last?.result?.resultType, 'complete');
+      expect(last?.id).toBe('signalled');
+      expect(last?.result?.resultType).toBe('complete');
       // Nest re-raises the signal once the app is closed: the process ends by it.
       const [, signal] = await exited;
-      assert.equal(signal, 'SIGTERM');
+      expect(signal).toBe('SIGTERM');
     } finally {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     }

@@ -4,11 +4,10 @@
  * at start-up with the engine's messages, hooks resolved from providers, and shutdown closing the hub.
  */
 import 'reflect-metadata';
-import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { describe, expect, it } from '@jest/globals';
 import { Inject, Injectable, Module } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
-import { ErrorCode, hasErrorCode, SubscriptionHub } from 'mcp-subscriptions';
+import { ErrorCode, SubscriptionHub } from 'mcp-subscriptions';
 import {
   McpSubscriptionsModule,
   McpSubscriptionsService,
@@ -55,13 +54,17 @@ async function compile(subscriptions: ReturnType<typeof McpSubscriptionsModule.f
 
 /** Asserts that `promise` (or `fn`) fails with the engine's OptionsError and a message matching `message`. */
 async function rejectsWithOption(action: (() => unknown) | Promise<unknown>, message: RegExp): Promise<void> {
-  const run = typeof action === 'function' ? () => Promise.resolve().then(action) : () => action;
-  await assert.rejects(run, (error: unknown) => {
-    assert.ok(hasErrorCode(error, ErrorCode.InvalidOption), String(error));
-    assert.match((error as Error).message, /^mcp-subscriptions: /);
-    assert.match((error as Error).message, message);
-    return true;
-  });
+  const run = typeof action === 'function' ? Promise.resolve().then(action) : action;
+  const error: unknown = await run.then(
+    () => {
+      throw new Error('Missing expected rejection.');
+    },
+    (rejection: unknown) => rejection,
+  );
+  // What hasErrorCode(error, ErrorCode.InvalidOption) checks; a failure shows the error received.
+  expect(error).toHaveProperty('code', ErrorCode.InvalidOption);
+  expect((error as Error).message).toMatch(/^mcp-subscriptions: /);
+  expect((error as Error).message).toMatch(message);
 }
 
 describe('NestJS module wiring', () => {
@@ -70,18 +73,19 @@ describe('NestJS module wiring', () => {
       McpSubscriptionsModule.forRoot({ capabilities: CAPABILITIES, hub: { maxBuffer: 5 } }),
     );
     const hub = moduleRef.get(SubscriptionHub);
-    assert.equal(moduleRef.get(NotesService).hub, hub);
-    assert.equal(moduleRef.get(TasksService).hub, hub);
-    assert.equal(moduleRef.get(McpSubscriptionsService).hub, hub);
-    assert.equal(ReexportedHub, SubscriptionHub, 'mcp-subscriptions/nest re-exports the engine class itself');
-    assert.equal(hub.options.maxBuffer, 5);
+    expect(moduleRef.get(NotesService).hub).toBe(hub);
+    expect(moduleRef.get(TasksService).hub).toBe(hub);
+    expect(moduleRef.get(McpSubscriptionsService).hub).toBe(hub);
+    // mcp-subscriptions/nest re-exports the engine class itself.
+    expect(ReexportedHub).toBe(SubscriptionHub);
+    expect(hub.options.maxBuffer).toBe(5);
     await moduleRef.close();
   });
 
   it('forRoot() with a hub instance provides that very hub', async () => {
     const given = new SubscriptionHub();
     const moduleRef = await compile(McpSubscriptionsModule.forRoot({ capabilities: CAPABILITIES, hub: given }));
-    assert.equal(moduleRef.get(NotesService).hub, given);
+    expect(moduleRef.get(NotesService).hub).toBe(given);
     await moduleRef.close();
   });
 
@@ -107,24 +111,23 @@ describe('NestJS module wiring', () => {
     it(`forRootAsync() with ${name}`, async () => {
       const moduleRef = await compile(McpSubscriptionsModule.forRootAsync(options));
       const hub = moduleRef.get(SubscriptionHub);
-      assert.equal(hub.options.maxBuffer, maxBuffer);
-      assert.equal(moduleRef.get(NotesService).hub, hub);
+      expect(hub.options.maxBuffer).toBe(maxBuffer);
+      expect(moduleRef.get(NotesService).hub).toBe(hub);
       await moduleRef.close();
     });
   }
 
   it('isGlobal: false keeps the hub inside the importing module', async () => {
-    await assert.rejects(
+    await expect(
       compile(McpSubscriptionsModule.forRoot({ capabilities: CAPABILITIES, isGlobal: false })),
-      /SubscriptionHub/,
-    );
+    ).rejects.toThrow(/SubscriptionHub/);
   });
 
   it('shutdown closes the hub: open streams end, new ones are refused', async () => {
     const moduleRef = await compile(McpSubscriptionsModule.forRoot({ capabilities: CAPABILITIES }));
     const hub = moduleRef.get(SubscriptionHub);
     await moduleRef.close();
-    assert.throws(() => hub.reserve('alice'), { code: ErrorCode.Protocol });
+    expect(() => hub.reserve('alice')).toThrow(expect.objectContaining({ code: ErrorCode.Protocol }));
   });
 });
 

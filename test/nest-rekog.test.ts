@@ -11,8 +11,7 @@
  *   second test is the reproduction.
  */
 import 'reflect-metadata';
-import assert from 'node:assert/strict';
-import { afterEach, describe, it } from 'node:test';
+import { afterEach, describe, expect, it } from '@jest/globals';
 import { Controller, Module, UseGuards, type INestApplication, type LoggerService } from '@nestjs/common';
 import { APP_GUARD, NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
@@ -38,6 +37,11 @@ afterEach(async () => {
   for (const stream of streams.splice(0)) stream.close();
   await Promise.all(apps.splice(0).map((app) => app.close()));
 });
+
+/** `expect(actual).toBe(expected)`; a failure also prints `context` (e.g. the response text), as assert's message did. */
+function expectToBe(actual: unknown, expected: unknown, context: string): void {
+  expect({ actual, context }).toStrictEqual({ actual: expected, context });
+}
 
 /** Collects the warnings Nest's logger is given (the module's, among others). */
 function warnings(): LoggerService & { lines: string[] } {
@@ -94,27 +98,23 @@ describe('@rekog/mcp-nest 2.x in the same app', () => {
   it('behind its controller: listen is served by the module, every other request by @rekog/mcp-nest', async () => {
     const { url, hub, logger } = await startRekogApp('controller');
     const tools = await mcpRequest(url, 'alice-token', 'tools/list');
-    assert.equal(tools.status, 200, tools.text);
-    assert.deepEqual(
-      (tools.message?.result?.tools as { name: string }[]).map((tool) => tool.name),
-      ['greet'],
-    );
+    expectToBe(tools.status, 200, tools.text);
+    expect((tools.message?.result?.tools as { name: string }[]).map((tool) => tool.name)).toStrictEqual(['greet']);
     const call = await mcpRequest(url, 'alice-token', 'tools/call', { name: 'greet', arguments: {} });
-    assert.equal(call.message?.result?.content?.[0]?.text, 'hello', call.text);
+    expectToBe(call.message?.result?.content?.[0]?.text, 'hello', call.text);
     const unauthenticated = await mcpRequest(url, undefined, 'tools/list');
-    assert.equal(unauthenticated.status, 401, 'its route is behind the app guards too');
+    // Its route is behind the app guards too.
+    expect(unauthenticated.status).toBe(401);
 
     const stream = await openListen(url, 'behind-controller');
     const ack = (await stream.event(1)).json;
-    assert.deepEqual(ack.params.notifications, {
+    expect(ack.params.notifications).toStrictEqual({
       toolsListChanged: true,
       resourceSubscriptions: ['note://alice/a'],
     });
-    assert.equal(hub.stats().opened, 1, 'the module served it');
-    assert.deepEqual(
-      logger.lines.filter((line) => /outside Nest routing/.test(line)),
-      [],
-    );
+    // The module served it.
+    expect(hub.stats().opened).toBe(1);
+    expect(logger.lines.filter((line) => /outside Nest routing/.test(line))).toStrictEqual([]);
   });
 
   it('self-mounted (reproduction): its route precedes every Nest route, so it answers listen itself, past the guards', async () => {
@@ -122,14 +122,16 @@ describe('@rekog/mcp-nest 2.x in the same app', () => {
     // No token at all: the module's route would answer 401 (the global guard); this one streams.
     const anonymous = await listen(url, 'self-mounted', { toolsListChanged: true });
     streams.push(anonymous);
-    assert.equal(anonymous.status, 200);
-    assert.match(String(anonymous.headers['content-type']), /^text\/event-stream/);
-    assert.equal((await anonymous.event(1)).json?.method, 'notifications/subscriptions/acknowledged');
+    expect(anonymous.status).toBe(200);
+    expect(String(anonymous.headers['content-type'])).toMatch(/^text\/event-stream/);
+    expect((await anonymous.event(1)).json?.method).toBe('notifications/subscriptions/acknowledged');
     // The SDK's built-in listen served it: the module's hub never saw a stream.
-    assert.equal(hub.stats().opened, 0);
-    assert.ok(
+    expect(hub.stats().opened).toBe(0);
+    // The module warns at start-up (a failure prints the lines it got).
+    expectToBe(
       logger.lines.some((line) => /outside Nest routing/.test(line) && /McpHttpControllerFor/.test(line)),
-      `the module warns at start-up: ${JSON.stringify(logger.lines)}`,
+      true,
+      JSON.stringify(logger.lines),
     );
   });
 });
