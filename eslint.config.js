@@ -1,5 +1,6 @@
 // ESLint flat config: typescript-eslint's type-checked rules, plus the import boundaries of the
-// layout (lib/ knows no framework; adapters reach lib only through its public entry, never each other).
+// layout (lib/ knows no framework; adapters reach lib only through its two doors, never each other;
+// host apps use the published entries only).
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
@@ -7,7 +8,17 @@ const frameworks = ['express', 'express4', '@nestjs/*', 'ioredis', 'redis', 'rxj
 
 export default tseslint.config(
   // test/nest-compat/: apps for another Nest major each, type-checked by their own tsc when the test builds them.
-  { ignores: ['node_modules/', 'dist/', 'bench/results/', '.conformance/', 'eslint.config.js', 'jest.config.js', 'test/nest-compat/'] },
+  {
+    ignores: [
+      'node_modules/',
+      'dist/',
+      'bench/results/',
+      '.conformance/',
+      'eslint.config.js',
+      'jest.config.js',
+      'test/nest-compat/',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
@@ -51,10 +62,28 @@ export default tseslint.config(
         {
           patterns: [
             {
-              regex: '^\\.\\./\\.\\./lib/(?!index\\.ts$)',
-              message: 'Adapters import lib only through its public entry, lib/index.ts.',
+              regex: '^\\.\\./\\.\\./lib/(?!(index|internal)\\.ts$)',
+              message:
+                'Adapters import lib only through its doors: lib/index.ts (public) and lib/internal.ts (theirs).',
             },
             { regex: '^\\.\\./(?!\\.\\./lib/)', message: 'An adapter never imports another adapter.' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['sample-app/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '(^|/)(lib|adapters)/',
+              message:
+                'The samples are host apps: they import the published entries (mcp-subscriptions, /express, /nest) only.',
+            },
           ],
         },
       ],

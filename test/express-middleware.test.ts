@@ -7,10 +7,11 @@ import http from 'node:http';
 import { describe, expect, test } from '@jest/globals';
 import request from 'supertest';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { ErrorCode, SubscriptionHub } from 'mcp-subscriptions';
+import { SubscriptionHub } from 'mcp-subscriptions';
 import { mcpSubscriptions, type McpSubscriptionsOptions } from 'mcp-subscriptions/express';
 import { expressFlavours, listenOn, readRaw, type ExpressFlavour } from './helpers/express-apps.ts';
 import { recordingLogger } from './helpers/fake-response.ts';
+import { expectOptionsError } from './helpers/options.ts';
 import { listenBody, listenHeaders, SseParser, type SseEvent } from './helpers/sse.ts';
 
 interface AppInit {
@@ -430,7 +431,7 @@ for (const flavour of expressFlavours) {
       try {
         mcpSubscriptions(options as McpSubscriptionsOptions);
       } catch (error) {
-        expect(error).toMatchObject({ code: ErrorCode.InvalidOption }); // hasErrorCode(error, code), showing the error on failure
+        expectOptionsError(error);
         return error as Error;
       }
       throw new Error('expected an OptionsError');

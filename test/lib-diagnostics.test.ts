@@ -4,7 +4,8 @@
  */
 import diagnostics from 'node:diagnostics_channel';
 import { afterEach, expect, test } from '@jest/globals';
-import { createListenHandler, DiagnosticsChannel, SubscriptionHub } from 'mcp-subscriptions';
+import { DiagnosticsChannel, SubscriptionHub } from 'mcp-subscriptions';
+import { createListenHandler } from '../lib/internal.ts';
 import { FakeResponse, recordingLogger, settle } from './helpers/fake-response.ts';
 import { listenBody, listenHeaders } from './helpers/sse.ts';
 

@@ -10,10 +10,10 @@ import {
   MemoryBus,
   SubscriptionHub,
   type PublishReport,
-  type ProtocolError,
   type SubscriptionEvent,
   type TaskState,
 } from 'mcp-subscriptions';
+import { refusalHeaders, refusalStatus, type ProtocolError } from '../lib/internal.ts';
 import {
   FakeResponse,
   openStream,
@@ -22,6 +22,7 @@ import {
   settle,
   subscriptionIdOf,
 } from './helpers/fake-response.ts';
+import { expectOptionsError } from './helpers/options.ts';
 
 function newHub(options: ConstructorParameters<typeof SubscriptionHub>[0] = {}) {
   const logger = recordingLogger();
@@ -512,8 +513,8 @@ describe('limits and reservations', () => {
     const error = capacityError(() => hub.reserve('p3', 'c'));
     expect(error.rpcCode).toBe(-32603);
     expect(error.message).toBe('Subscription limit reached');
-    expect(error.httpStatus).toBe(503);
-    expect(error.headers).toStrictEqual({ 'Retry-After': '7' });
+    expect(refusalStatus(error)).toBe(503);
+    expect(refusalHeaders(error)).toStrictEqual({ 'Retry-After': '7' });
     expect(error.id).toBe('c');
     expect(hub.stats().refused).toBe(1);
     a.clientClose();
@@ -527,8 +528,8 @@ describe('limits and reservations', () => {
     openStream(hub, new FakeResponse(), { principal: 'alice', id: 1 });
     const error = capacityError(() => hub.reserve('alice', 2));
     expect(error.rpcCode).toBe(-32603);
-    expect(error.httpStatus).toBe(503);
-    expect(error.headers['Retry-After']).toBe('1');
+    expect(refusalStatus(error)).toBe(503);
+    expect(refusalHeaders(error)['Retry-After']).toBe('1');
     openStream(hub, new FakeResponse(), { principal: 'bob', id: 1 });
     expect(hub.stats().openByPrincipal).toStrictEqual({ alice: 1, bob: 1 });
     // hub.cancel frees alice's slot synchronously.
@@ -666,8 +667,8 @@ describe('complete and close', () => {
     const error = thrown(() => hub.reserve('alice', 9)) as ProtocolError;
     expect(error.code).toBe(ErrorCode.Protocol);
     expect(error.rpcCode).toBe(-32603);
-    expect(error.httpStatus).toBe(503);
-    expect(error.headers['Retry-After']).toBe('4');
+    expect(refusalStatus(error)).toBe(503);
+    expect(refusalHeaders(error)['Retry-After']).toBe('4');
   });
 
   test('stats() is a snapshot of state and counters', async () => {
@@ -702,7 +703,7 @@ describe('complete and close', () => {
 describe('hub options', () => {
   function optionError(options: unknown): Error {
     const error = thrown(() => new SubscriptionHub(options as never));
-    expect(error).toMatchObject({ code: ErrorCode.InvalidOption }); // hasErrorCode(error, code), showing the error on failure
+    expectOptionsError(error);
     return error as Error;
   }
 

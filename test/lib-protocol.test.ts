@@ -6,14 +6,16 @@ import { describe, expect, test } from '@jest/globals';
 import {
   ErrorCode,
   hasErrorCode,
-  httpStatusFor,
   isAbsoluteUri,
   parseJsonBody,
   parseListenRequest,
+  ProtocolError,
+  REFUSAL_STATUS,
+  refusalStatus,
   type HeaderBag,
   type ParseOptions,
-  type ProtocolError,
-} from 'mcp-subscriptions';
+  type RefusalReason,
+} from '../lib/internal.ts';
 import { listenBody, listenHeaders } from './helpers/sse.ts';
 
 const TASKS = 'io.modelcontextprotocol/tasks';
@@ -42,14 +44,43 @@ function taskCapabilities() {
 
 describe('spec §6 HTTP statuses', () => {
   test('every pre-stream error code maps to the status the spec table gives', () => {
-    expect(httpStatusFor(-32700)).toBe(400);
-    expect(httpStatusFor(-32600)).toBe(400);
-    expect(httpStatusFor(-32602)).toBe(400);
-    expect(httpStatusFor(-32020)).toBe(400);
-    expect(httpStatusFor(-32022)).toBe(400);
-    expect(httpStatusFor(-32601)).toBe(404);
-    expect(httpStatusFor(-32021)).toBe(400);
-    expect(httpStatusFor(-32603)).toBe(503);
+    // One refusal per reason, as the engine raises it: its JSON-RPC code and its HTTP status.
+    const row = (reason: RefusalReason) => {
+      const error = new ProtocolError(reason, 'x');
+      return [error.rpcCode, refusalStatus(error)];
+    };
+    expect(row('parse-error')).toStrictEqual([-32700, 400]);
+    expect(row('invalid-request')).toStrictEqual([-32600, 400]);
+    expect(row('invalid-params')).toStrictEqual([-32602, 400]);
+    expect(row('header-mismatch')).toStrictEqual([-32020, 400]);
+    expect(row('unsupported-protocol-version')).toStrictEqual([-32022, 400]);
+    expect(row('method-not-found')).toStrictEqual([-32601, 404]);
+    expect(row('missing-capability')).toStrictEqual([-32021, 400]);
+    expect(row('capacity')).toStrictEqual([-32603, 503]);
+    // The HTTP layer's own refusals, and the one failure that is ours.
+    expect(row('unsupported-media-type')).toStrictEqual([-32600, 415]);
+    expect(row('not-acceptable')).toStrictEqual([-32600, 406]);
+    expect(row('body-too-large')).toStrictEqual([-32600, 413]);
+    expect(row('shutting-down')).toStrictEqual([-32603, 503]);
+    expect(row('internal')).toStrictEqual([-32603, 500]);
+    // Every reason has its row: the table in lib/http.ts is the only one.
+    expect(Object.keys(REFUSAL_STATUS).sort()).toStrictEqual(
+      [
+        'parse-error',
+        'invalid-request',
+        'invalid-params',
+        'header-mismatch',
+        'unsupported-protocol-version',
+        'method-not-found',
+        'missing-capability',
+        'capacity',
+        'unsupported-media-type',
+        'not-acceptable',
+        'body-too-large',
+        'shutting-down',
+        'internal',
+      ].sort(),
+    );
   });
 });
 
@@ -58,7 +89,7 @@ describe('parseJsonBody', () => {
     for (const text of ['{', '', 'listen please', '{"jsonrpc":"2.0",}']) {
       const error = refusal(() => parseJsonBody(text));
       expect(error.rpcCode).toBe(-32700);
-      expect(error.httpStatus).toBe(400);
+      expect(refusalStatus(error)).toBe(400);
       expect(error.id).toBe(null);
     }
   });
@@ -101,7 +132,7 @@ describe('parseListenRequest: one check at a time', () => {
     for (const body of [null, 42, 'subscriptions/listen', true]) {
       const error = refuse(body);
       expect(error.rpcCode).toBe(-32600);
-      expect(error.httpStatus).toBe(400);
+      expect(refusalStatus(error)).toBe(400);
       expect(error.id).toBe(null);
     }
     const batch = refuse([listenBody(1, {})]);
@@ -152,7 +183,7 @@ describe('parseListenRequest: one check at a time', () => {
     delete noVersion.params._meta['io.modelcontextprotocol/protocolVersion'];
     const versionError = refuse(noVersion);
     expect(versionError.rpcCode).toBe(-32602);
-    expect(versionError.httpStatus).toBe(400);
+    expect(refusalStatus(versionError)).toBe(400);
     expect(versionError.message).toMatch(/protocolVersion/);
 
     const noCaps = listenBody(1, {}) as any;
@@ -170,7 +201,7 @@ describe('parseListenRequest: one check at a time', () => {
     const { 'mcp-protocol-version': _omit, ...noVersion } = headers;
     const missing = refuse(listenBody('m', {}), noVersion);
     expect(missing.rpcCode).toBe(-32020);
-    expect(missing.httpStatus).toBe(400);
+    expect(refusalStatus(missing)).toBe(400);
     expect(missing.id).toBe('m');
     expect(missing.message).toMatch(/MCP-Protocol-Version/);
 
@@ -194,7 +225,7 @@ describe('parseListenRequest: one check at a time', () => {
     const body = listenBody('v', {}, { 'io.modelcontextprotocol/protocolVersion': '2025-11-25' });
     const error = refuse(body, listenHeaders({ 'mcp-protocol-version': '2025-11-25' }));
     expect(error.rpcCode).toBe(-32022);
-    expect(error.httpStatus).toBe(400);
+    expect(refusalStatus(error)).toBe(400);
     expect(error.id).toBe('v');
     expect(error.data).toStrictEqual({ supported: ['2026-07-28'], requested: '2025-11-25' });
   });
@@ -203,14 +234,14 @@ describe('parseListenRequest: one check at a time', () => {
     const body = { ...listenBody('q', {}), method: 'subscriptions/subscribe' };
     const error = refuse(body, listenHeaders({ 'mcp-method': 'subscriptions/subscribe' }));
     expect(error.rpcCode).toBe(-32601);
-    expect(error.httpStatus).toBe(404);
+    expect(refusalStatus(error)).toBe(404);
     expect(error.id).toBe('q');
   });
 
   test('taskIds without the Tasks extension declared is -32021 with the required capability in data', () => {
     const error = refuse(listenBody('t', { taskIds: ['task-1'] }), listenHeaders(), withTasks);
     expect(error.rpcCode).toBe(-32021);
-    expect(error.httpStatus).toBe(400);
+    expect(refusalStatus(error)).toBe(400);
     expect(error.id).toBe('t');
     expect(error.data).toStrictEqual({ requiredCapabilities: { extensions: { [TASKS]: {} } } });
     // Declared on this very request: accepted.
@@ -235,7 +266,7 @@ describe('parseListenRequest: one check at a time', () => {
     for (const notifications of [undefined, null, [], 'all', true]) {
       const error = refuse(listenBody('n', notifications as any));
       expect(error.rpcCode).toBe(-32602);
-      expect(error.httpStatus).toBe(400);
+      expect(refusalStatus(error)).toBe(400);
       expect(error.id).toBe('n');
       expect(error.message).toMatch(/notifications/);
     }
@@ -314,7 +345,7 @@ describe('parseListenRequest: the 1000-entry limit', () => {
   test('1001 URIs are -32602 naming the field and the limit', () => {
     const error = refuse(listenBody('l', { resourceSubscriptions: uris(1001) }));
     expect(error.rpcCode).toBe(-32602);
-    expect(error.httpStatus).toBe(400);
+    expect(refusalStatus(error)).toBe(400);
     expect(error.id).toBe('l');
     expect(error.message).toMatch(/resourceSubscriptions/);
     expect(error.message).toMatch(/1000/);

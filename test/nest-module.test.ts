@@ -17,6 +17,7 @@ import {
   type McpSubscriptionsOptions,
   type McpSubscriptionsOptionsFactory,
 } from 'mcp-subscriptions/nest';
+import { expectOptionsError } from './helpers/options.ts';
 
 const CAPABILITIES = { toolsListChanged: true, resourceSubscriptions: true } as const;
 
@@ -61,9 +62,8 @@ async function rejectsWithOption(action: (() => unknown) | Promise<unknown>, mes
     },
     (rejection: unknown) => rejection,
   );
-  // What hasErrorCode(error, ErrorCode.InvalidOption) checks; a failure shows the error received.
-  expect(error).toHaveProperty('code', ErrorCode.InvalidOption);
-  expect((error as Error).message).toMatch(/^mcp-subscriptions: /);
+  // An OptionsError with one of the option codes and the package's prefix; a failure shows the error received.
+  expectOptionsError(error);
   expect((error as Error).message).toMatch(message);
 }
 

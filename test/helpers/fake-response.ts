@@ -4,7 +4,7 @@
  * reads back exactly the bytes the engine wrote.
  */
 import { EventEmitter } from 'node:events';
-import type { Logger, OpenInit, StreamResponse, SubscriptionHub } from '../../lib/index.ts';
+import type { Logger, OpenInit, StreamResponse, SubscriptionHub } from '../../lib/internal.ts';
 import { SseParser, type SseEvent } from './sse.ts';
 
 export class FakeResponse extends EventEmitter implements StreamResponse {

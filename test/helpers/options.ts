@@ -1,0 +1,29 @@
+/**
+ * What every option mistake looks like: an `OptionsError` thrown at construction, whose `code` is one
+ * of the option codes (one per check, docs/error-codes.md) and whose message starts with the package
+ * name. Tests that care which check failed assert the exact code on top.
+ */
+import { expect } from '@jest/globals';
+import { ErrorCode } from 'mcp-subscriptions';
+
+const RUNTIME_CODES: readonly string[] = [
+  ErrorCode.InvalidEvent,
+  ErrorCode.Protocol,
+  ErrorCode.CheckTimeout,
+  ErrorCode.Internal,
+];
+
+/** The codes an `OptionsError` may carry. */
+export const OPTION_ERROR_CODES: readonly string[] = Object.values(ErrorCode).filter(
+  (code) => !RUNTIME_CODES.includes(code),
+);
+
+/** Asserts that `error` is an option mistake (a failure shows the error received). */
+export function expectOptionsError(error: unknown): void {
+  expect(error).toMatchObject({
+    name: 'OptionsError',
+    code: expect.stringMatching(/^ERR_MCP_SUBSCRIPTIONS_/),
+    message: expect.stringMatching(/^mcp-subscriptions: /),
+  });
+  expect(OPTION_ERROR_CODES).toContain((error as { code: string }).code);
+}
