@@ -3,8 +3,7 @@
  * MemoryBus runs it today; RedisBus (adapters/redis) runs the very same suite against a real Redis.
  * Delivery may be asynchronous (a network bus), so every expectation waits for a condition.
  */
-import assert from 'node:assert/strict';
-import { afterAll, describe, test } from '@jest/globals';
+import { afterAll, describe, expect, test } from '@jest/globals';
 import { SubscriptionHub, type BusMember, type SubscriptionBus, type SubscriptionEvent } from '../../lib/index.ts';
 import { FakeResponse, openStream, recordingLogger, settle, waitFor } from './fake-response.ts';
 
@@ -61,12 +60,12 @@ export function describeBusContract(name: string, makeBus: () => Promise<BusUnde
       const c = recorder(bus);
       for (const event of EVENTS) a.member.publish(event);
       await waitFor(() => b.seen.length === EVENTS.length && c.seen.length === EVENTS.length, 'delivery to b and c');
-      assert.deepEqual(b.seen, EVENTS);
-      assert.deepEqual(c.seen, EVENTS);
+      expect(b.seen).toStrictEqual(EVENTS);
+      expect(c.seen).toStrictEqual(EVENTS);
       // A sentinel from another member proves nothing more is coming back to the publisher.
       b.member.publish({ kind: 'tools_list_changed' });
       await waitFor(() => a.seen.length === 1, 'the sentinel at a');
-      assert.deepEqual(a.seen, [{ kind: 'tools_list_changed' }]);
+      expect(a.seen).toStrictEqual([{ kind: 'tools_list_changed' }]);
       for (const m of [a, b, c]) await m.member.leave();
     });
 
@@ -80,7 +79,7 @@ export function describeBusContract(name: string, makeBus: () => Promise<BusUnde
       a.member.publish({ kind: 'resource_updated', uri: 'note://x' });
       await waitFor(() => c.seen.length === 1, 'delivery to c');
       await settle();
-      assert.deepEqual(b.seen, []);
+      expect(b.seen).toStrictEqual([]);
       for (const m of [a, c]) await m.member.leave();
     });
 
@@ -92,7 +91,7 @@ export function describeBusContract(name: string, makeBus: () => Promise<BusUnde
       first.publish({ kind: 'prompts_list_changed' });
       await waitFor(() => seen.length === 1, 'delivery to the second membership');
       await settle();
-      assert.equal(seen.length, 1);
+      expect(seen.length).toBe(1);
       await first.leave();
       await second.leave();
     });
@@ -110,10 +109,7 @@ export function describeBusContract(name: string, makeBus: () => Promise<BusUnde
         res.messages().filter((m: { method?: string }) => m.method === 'notifications/resources/updated');
       await waitFor(() => responses.every((res) => updates(res).length === 1), 'one update on every node');
       await settle();
-      assert.deepEqual(
-        responses.map((res) => updates(res).length),
-        [1, 1, 1],
-      );
+      expect(responses.map((res) => updates(res).length)).toStrictEqual([1, 1, 1]);
       for (const hub of hubs) await hub.close();
     });
   });
