@@ -32,7 +32,9 @@ import type {
 } from './types.ts';
 import {
   durationOrFalse,
+  given,
   knownKeys,
+  loggerOption,
   optionalFunction,
   optionKeys,
   optionsObject,
@@ -122,7 +124,7 @@ export function resolveListenOptions<Req>(
       'Expected `canAccessTask` (does the caller own this task?) since `capabilities.tasks` is on',
     );
   }
-  const protocolVersions = options.protocolVersions ?? SUPPORTED_PROTOCOL_VERSIONS;
+  const protocolVersions = given(options.protocolVersions, SUPPORTED_PROTOCOL_VERSIONS);
   if (
     !Array.isArray(protocolVersions) ||
     protocolVersions.length === 0 ||
@@ -145,13 +147,13 @@ export function resolveListenOptions<Req>(
     canRead: options.canRead,
     handleSubscribeResource: options.handleSubscribeResource,
     canAccessTask: options.canAccessTask,
-    keepAliveMs: durationOrFalse('keepAliveMs', options.keepAliveMs ?? 15_000),
-    maxFilterEntries: positiveInteger('maxFilterEntries', options.maxFilterEntries ?? 1000),
-    authorizeConcurrency: positiveInteger('authorizeConcurrency', options.authorizeConcurrency ?? 16),
-    authorizeTimeoutMs: durationOrFalse('authorizeTimeoutMs', options.authorizeTimeoutMs ?? 5000),
+    keepAliveMs: durationOrFalse('keepAliveMs', given(options.keepAliveMs, 15_000)),
+    maxFilterEntries: positiveInteger('maxFilterEntries', given(options.maxFilterEntries, 1000)),
+    authorizeConcurrency: positiveInteger('authorizeConcurrency', given(options.authorizeConcurrency, 16)),
+    authorizeTimeoutMs: durationOrFalse('authorizeTimeoutMs', given(options.authorizeTimeoutMs, 5000)),
     protocolVersions: Object.freeze([...(protocolVersions as readonly string[])]),
     serverInfo: options.serverInfo,
-    logger: options.logger ?? hub.options.logger,
+    logger: loggerOption('logger', given<unknown>(options.logger, hub.options.logger)),
   });
 }
 

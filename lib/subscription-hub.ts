@@ -47,7 +47,9 @@ import type {
 } from './types.ts';
 import {
   durationMs,
+  given,
   knownKeys,
+  loggerOption,
   oneOf,
   optionKeys,
   optionsObject,
@@ -74,33 +76,27 @@ export const HUB_OPTION_KEYS = optionKeys<SubscriptionHubOptions>({
 export function resolveHubOptions(options: SubscriptionHubOptions = {}): ResolvedHubOptions {
   optionsObject(options);
   knownKeys(options, HUB_OPTION_KEYS, 'new SubscriptionHub()');
-  const overflow = oneOf('overflow', options.overflow ?? 'drop-oldest', OVERFLOW_POLICIES);
-  const bus = options.bus ?? new MemoryBus();
+  const overflow = oneOf('overflow', given(options.overflow, 'drop-oldest'), OVERFLOW_POLICIES);
+  const bus = options.bus === undefined ? new MemoryBus() : options.bus;
   if (typeof (bus as Partial<SubscriptionBus> | null)?.join !== 'function') {
     throw new OptionsError(
       ErrorCode.InvalidBus,
       `Expected \`bus\` to implement \`join(onEvent)\`, got ${describeValue(bus)}`,
     );
   }
-  const logger = options.logger ?? consoleLogger;
-  if (typeof logger?.warn !== 'function' || typeof logger.error !== 'function') {
-    throw new OptionsError(
-      ErrorCode.InvalidLogger,
-      `Expected \`logger\` to have \`warn\` and \`error\` methods, got ${describeValue(logger)}`,
-    );
-  }
+  const logger = loggerOption('logger', given<unknown>(options.logger, consoleLogger));
   return Object.freeze({
-    maxBuffer: positiveInteger('maxBuffer', options.maxBuffer ?? 100),
+    maxBuffer: positiveInteger('maxBuffer', given(options.maxBuffer, 100)),
     overflow,
-    maxSubscriptions: positiveInteger('maxSubscriptions', options.maxSubscriptions ?? 1024),
+    maxSubscriptions: positiveInteger('maxSubscriptions', given(options.maxSubscriptions, 1024)),
     maxSubscriptionsPerPrincipal: positiveIntegerOrFalse(
       'maxSubscriptionsPerPrincipal',
-      options.maxSubscriptionsPerPrincipal ?? false,
+      given(options.maxSubscriptionsPerPrincipal, false),
     ),
     bus,
     logger,
-    completeTimeoutMs: durationMs('completeTimeoutMs', options.completeTimeoutMs ?? 3000),
-    retryAfterSeconds: positiveInteger('retryAfterSeconds', options.retryAfterSeconds ?? 1),
+    completeTimeoutMs: durationMs('completeTimeoutMs', given(options.completeTimeoutMs, 3000)),
+    retryAfterSeconds: positiveInteger('retryAfterSeconds', given(options.retryAfterSeconds, 1)),
   });
 }
 

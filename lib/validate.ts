@@ -5,6 +5,7 @@
  * got `-5` (number)``. Unknown keys are refused with the nearest known one suggested.
  */
 import { describeValue, ErrorCode, OptionsError } from './errors.ts';
+import type { Logger } from './types.ts';
 
 /** The longest delay Node's timers honour; a longer one fires after 1 ms instead. */
 export const MAX_TIMER_MS = 2_147_483_647;
@@ -90,6 +91,26 @@ export function knownKeys(
           : `expected one of ${known.map((k) => `\`${k}\``).join(', ')}`;
     throw new OptionsError(ErrorCode.UnknownOption, `Unknown ${noun} \`${key}\` of ${where}; ${advice}`);
   }
+}
+
+/**
+ * The option's value, or `fallback` when it is absent. Only `undefined` is absent: `null` is a value,
+ * and is refused by the option's check (a `null` bound must not quietly become "no bound").
+ */
+export function given<T>(value: T | undefined, fallback: T): T {
+  return value === undefined ? fallback : value;
+}
+
+/** A logger: an object with `warn` and `error` methods. */
+export function loggerOption(name: string, value: unknown): Logger {
+  const logger = value as Partial<Logger> | null | undefined;
+  if (typeof logger?.warn !== 'function' || typeof logger.error !== 'function') {
+    throw new OptionsError(
+      ErrorCode.InvalidLogger,
+      `Expected \`${name}\` to have \`warn\` and \`error\` methods, got ${describeValue(value)}`,
+    );
+  }
+  return value as Logger;
 }
 
 /** A positive safe integer. */

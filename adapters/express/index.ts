@@ -8,6 +8,7 @@ import {
   createListenHandler,
   defaultPrincipal as nodeDefaultPrincipal,
   DEFAULT_MAX_BODY_BYTES,
+  given,
   LISTEN_METHOD,
   optionalFunction,
   optionKeys,
@@ -60,8 +61,8 @@ function headerValue(value: string | string[] | undefined): string | undefined {
 export function mcpSubscriptions(options: McpSubscriptionsOptions): McpSubscriptionsMiddleware {
   const handler = createListenHandler<Request>(options, { where: 'mcpSubscriptions()', extraKeys: ADAPTER_KEYS });
   optionalFunction('principal', options.principal);
-  const principalOf = options.principal ?? defaultPrincipal;
-  const maxBodyBytes = positiveInteger('maxBodyBytes', options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES);
+  const principalOf = given(options.principal, defaultPrincipal);
+  const maxBodyBytes = positiveInteger('maxBodyBytes', given(options.maxBodyBytes, DEFAULT_MAX_BODY_BYTES));
 
   const serveOptions = {
     handler,
