@@ -6,8 +6,7 @@
  * Absence is never proven by waiting: each stream also listens to a "sentinel" shared note, and after
  * an action the test updates the sentinel and asserts what arrived before the sentinel's event.
  */
-import assert from 'node:assert/strict';
-import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import {
   eventually,
   PROTOCOL_VERSION,
@@ -23,7 +22,7 @@ import { listenBody, listenHeaders, post, type SseStream } from './helpers/sse.t
 
 const SAMPLES = ['express', 'nest'] as const;
 
-/** Known gaps between the samples and their contract: each stays a todo until it is closed. */
+/** Known gaps between the samples and their contract: each stays an expected failure until it is closed. */
 const REDIS_TODO =
   'contract violation: REDIS_URL is refused at startup ("the Redis bus is not available yet"); there is no adapters/redis';
 
@@ -48,7 +47,7 @@ const uid = (prefix: string): string => `${prefix}-${++counter}`;
 /** Streams opened by the current test; closed (the client hangs up) after it. */
 const streams: SseStream[] = [];
 
-after(stopAllSamples);
+afterAll(stopAllSamples);
 
 function bearer(token: string | undefined): Record<string, string> {
   return token === undefined ? {} : { authorization: `Bearer ${token}` };
@@ -78,10 +77,10 @@ async function openStream(
   const stream = await listenRaw(app, token, id, notifications, meta);
   if (stream.status !== 200) {
     await stream.end();
-    assert.fail(`listen ${JSON.stringify(id)} was refused: HTTP ${stream.status} ${stream.text}`);
+    throw new Error(`listen ${JSON.stringify(id)} was refused: HTTP ${stream.status} ${stream.text}`);
   }
   const ack = (await stream.event(1)).json;
-  assert.equal(ack?.method, ACK, 'the first message of a stream is the acknowledgement');
+  expect(ack?.method).toBe(ACK); // the first message of a stream is the acknowledgement
   return { stream, ack, honored: ack.params.notifications };
 }
 
@@ -92,7 +91,7 @@ async function refusal(stream: SseStream): Promise<{ status: number; contentType
   try {
     json = JSON.parse(stream.text);
   } catch {
-    assert.fail(`expected a JSON body, got HTTP ${stream.status} ${JSON.stringify(stream.text)}`);
+    throw new Error(`expected a JSON body, got HTTP ${stream.status} ${JSON.stringify(stream.text)}`);
   }
   return { status: stream.status, contentType: String(stream.headers['content-type']), json };
 }
@@ -103,20 +102,20 @@ async function putNote(app: SampleApp, token: string | undefined, owner: string,
 
 async function createTask(app: SampleApp, token: string): Promise<string> {
   const res = await app.api(token, 'POST', '/api/tasks');
-  assert.equal(res.status, 201, res.text);
-  assert.equal(typeof res.body?.taskId, 'string', res.text);
+  expect(res.status).toBe(201);
+  expect(typeof res.body?.taskId).toBe('string');
   return res.body.taskId as string;
 }
 
 async function openStreamCount(app: SampleApp): Promise<number> {
   const res = await app.api(alice, 'GET', '/api/subscriptions/stats');
-  assert.equal(res.status, 200, res.text);
-  assert.equal(typeof res.body?.openStreams, 'number', `stats without a numeric openStreams: ${res.text}`);
+  expect(res.status).toBe(200);
+  expect(typeof res.body?.openStreams).toBe('number'); // stats with a numeric openStreams
   return res.body.openStreams as number;
 }
 
 function readText(res: McpAnswer): string {
-  assert.equal(res.message?.error, undefined, `resources/read failed: ${res.text}`);
+  expect(res.message?.error).toBe(undefined); // resources/read did not fail
   return JSON.stringify(res.message?.result?.contents);
 }
 
@@ -158,14 +157,14 @@ class Sentinel {
   async createOn(...instances: SampleApp[]): Promise<this> {
     for (const instance of instances) {
       const res = await putNote(instance, carol, 'shared', this.name, 'created');
-      assert.equal(res.status, 201, res.text);
+      expect(res.status).toBe(201);
     }
     return this;
   }
 
   async fire(via: SampleApp = this.app): Promise<void> {
     const res = await putNote(via, carol, 'shared', this.name, uid('tick'));
-    assert.equal(res.status, 200, res.text);
+    expect(res.status).toBe(200);
   }
 }
 
@@ -212,16 +211,18 @@ async function watch(
     { ...notifications, resourceSubscriptions: [...uris, sentinel.uri] },
     meta,
   );
-  assert.ok((honored.resourceSubscriptions as string[]).includes(sentinel.uri), 'a shared note is readable by all');
+  expect(honored.resourceSubscriptions as string[]).toContain(sentinel.uri); // a shared note is readable by all
   return new Watch(stream, ack, sentinel);
 }
 
 for (const kind of SAMPLES) {
   describe(`sample app contract: ${kind}`, () => {
     // Spawning costs about a second each: start every configuration at once, await each where used.
+    // The blocks await them in hooks given 60 s: startSample gives up after 30 s by itself, with the
+    // sample's output in its message, which is the failure worth reading (not jest's hook timeout).
     const starting: Record<'main' | 'limited' | 'conformance' | 'shutdown', Promise<SampleApp>> = {} as never;
 
-    before(() => {
+    beforeAll(() => {
       starting.main = startSample(kind);
       starting.limited = startSample(kind, { MAX_SUBSCRIPTIONS: '2', KEEPALIVE_MS: '200', MAX_BUFFER: '2' });
       starting.conformance = startSample(kind, { MCP_CONFORMANCE: '1' });
@@ -236,19 +237,19 @@ for (const kind of SAMPLES) {
 
     describe('default configuration', () => {
       let app: SampleApp;
-      before(async () => {
+      beforeAll(async () => {
         app = await starting.main;
-      });
-      after(async () => {
+      }, 60_000);
+      afterAll(async () => {
         await app?.stop();
       });
 
       it('prints one "listening on http://HOST:PORT/mcp" line with the real port, and accepts connections', async () => {
-        assert.match(app.url, /^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
-        assert.notEqual(new URL(app.url).port, '0');
-        assert.equal(app.stdout().match(/listening on /g)?.length, 1, app.stdout());
+        expect(app.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
+        expect(new URL(app.url).port).not.toBe('0');
+        expect(app.stdout().match(/listening on /g)?.length).toBe(1);
         const res = await app.api(alice, 'GET', '/api/subscriptions/stats');
-        assert.equal(res.status, 200);
+        expect(res.status).toBe(200);
       });
 
       it('starts with its npm script, and SIGTERM to npm ends open streams gracefully and exits 0', async () => {
@@ -261,11 +262,11 @@ for (const kind of SAMPLES) {
         await stream.event(1);
         const code = await viaNpm.stop('SIGTERM');
         await stream.end();
-        assert.equal(code, 0);
+        expect(code).toBe(0);
         const last = stream.events.at(-1)?.json;
-        assert.deepEqual(last?.result?.resultType, 'complete');
-        assert.equal(last?.id, 'npm-1');
-      });
+        expect(last?.result?.resultType).toStrictEqual('complete');
+        expect(last?.id).toBe('npm-1');
+      }, 60_000); // npm and the sample to start (startSample allows 30 s), then a 10 s stop
 
       describe('identity', () => {
         const credentials: [string, Record<string, string>][] = [
@@ -356,10 +357,15 @@ for (const kind of SAMPLES) {
                 headers: { ...route.headers, ...auth },
                 ...(route.body === undefined ? {} : { body: route.body }),
               });
-              const text = await res.text();
-              assert.equal(res.status, 401, `${what}: HTTP ${res.status} ${text}`);
-              assert.match(res.headers.get('www-authenticate') ?? '', /^Bearer\b/i, what);
-              assert.doesNotMatch(res.headers.get('content-type') ?? '', /event-stream/, what);
+              await res.text();
+              // Each expectation names the credential: a failure says which one.
+              expect({ [what]: res.status }).toStrictEqual({ [what]: 401 });
+              expect({ [what]: res.headers.get('www-authenticate') ?? '' }).toStrictEqual({
+                [what]: expect.stringMatching(/^Bearer\b/i),
+              });
+              expect({ [what]: res.headers.get('content-type') ?? '' }).toStrictEqual({
+                [what]: expect.not.stringMatching(/event-stream/),
+              });
             }
           });
         }
@@ -368,40 +374,40 @@ for (const kind of SAMPLES) {
           const sentinel = await Sentinel.create(app);
           const name = uid('guarded');
           const created = await putNote(app, alice, 'shared', name, 'original');
-          assert.equal(created.status, 201);
+          expect(created.status).toBe(201);
           const watcher = await watch(app, sentinel, alice, uid('guard'), {
             toolsListChanged: true,
             promptsListChanged: true,
             resourcesListChanged: true,
             resourceSubscriptions: [`note://shared/${name}`],
           });
-          assert.equal((await putNote(app, undefined, 'shared', name, 'changed')).status, 401);
-          assert.equal((await putNote(app, 'mallory-token', 'shared', name, 'changed')).status, 401);
-          assert.equal((await app.api(undefined, 'DELETE', `/api/notes/shared/${name}`)).status, 401);
+          expect((await putNote(app, undefined, 'shared', name, 'changed')).status).toBe(401);
+          expect((await putNote(app, 'mallory-token', 'shared', name, 'changed')).status).toBe(401);
+          expect((await app.api(undefined, 'DELETE', `/api/notes/shared/${name}`)).status).toBe(401);
           for (const list of ['tools', 'prompts', 'resources']) {
-            assert.equal((await app.api(undefined, 'POST', `/api/catalog/${list}`)).status, 401);
+            expect((await app.api(undefined, 'POST', `/api/catalog/${list}`)).status).toBe(401);
           }
           await sentinel.fire();
-          assert.deepEqual(await watcher.next(), []);
+          expect(await watcher.next()).toStrictEqual([]);
           const read = await app.mcp(bob, 'resources/read', { uri: `note://shared/${name}` });
-          assert.match(readText(read), /original/);
+          expect(readText(read)).toMatch(/original/);
         });
       });
 
       describe('MCP endpoint', () => {
         it('server/discover advertises the list changes, resource subscriptions and the Tasks extension', async () => {
           const res = await app.mcp(alice, 'server/discover');
-          assert.equal(res.status, 200, res.text);
+          expect(res.status).toBe(200);
           const result = res.message?.result;
-          assert.ok(result, res.text);
-          assert.ok(result.supportedVersions.includes(PROTOCOL_VERSION), res.text);
+          expect(result).toBeTruthy();
+          expect(result.supportedVersions).toContain(PROTOCOL_VERSION);
           const { capabilities } = result;
-          assert.equal(capabilities.tools?.listChanged, true);
-          assert.equal(capabilities.prompts?.listChanged, true);
-          assert.equal(capabilities.resources?.listChanged, true);
-          assert.equal(capabilities.resources?.subscribe, true);
-          assert.equal(typeof capabilities.extensions?.[TASKS], 'object');
-          assert.notEqual(capabilities.extensions[TASKS], null);
+          expect(capabilities.tools?.listChanged).toBe(true);
+          expect(capabilities.prompts?.listChanged).toBe(true);
+          expect(capabilities.resources?.listChanged).toBe(true);
+          expect(capabilities.resources?.subscribe).toBe(true);
+          expect(typeof capabilities.extensions?.[TASKS]).toBe('object');
+          expect(capabilities.extensions[TASKS]).not.toBe(null);
         });
 
         it('listen honours exactly what server/discover advertises (one source of truth)', async () => {
@@ -427,7 +433,7 @@ for (const kind of SAMPLES) {
           if (capabilities.resources?.listChanged === true) advertised.resourcesListChanged = true;
           if (capabilities.resources?.subscribe === true) advertised.resourceSubscriptions = [uri];
           if (capabilities.extensions?.[TASKS] !== undefined) advertised.taskIds = [task];
-          assert.deepEqual(honored, advertised);
+          expect(honored).toStrictEqual(advertised);
         });
 
         it('listen and resources/read agree on every existing note, for every principal (one read check)', async () => {
@@ -439,7 +445,7 @@ for (const kind of SAMPLES) {
             ['carol', carol],
             ['shared', bob],
           ] as const) {
-            assert.equal((await putNote(app, token, owner, name, `${owner} text`)).status, 201);
+            expect((await putNote(app, token, owner, name, `${owner} text`)).status).toBe(201);
             uris.push(`note://${owner}/${name}`);
           }
           for (const [principal, token] of Object.entries({ alice, bob, carol })) {
@@ -448,9 +454,11 @@ for (const kind of SAMPLES) {
             for (const uri of uris) {
               const read = await app.mcp(token, 'resources/read', { uri });
               const readable = read.message?.result !== undefined;
-              assert.equal(acknowledged.has(uri), readable, `${principal}, ${uri}: ack vs resources/read`);
+              const which = `${principal}, ${uri}: ack vs resources/read`; // names the case when it fails
+              expect({ [which]: acknowledged.has(uri) }).toStrictEqual({ [which]: readable });
             }
-            assert.equal(acknowledged.size, 2, `${principal} reads their own note and the shared one`);
+            // the principal reads their own note and the shared one
+            expect({ [principal]: acknowledged.size }).toStrictEqual({ [principal]: 2 });
           }
         });
 
@@ -461,52 +469,56 @@ for (const kind of SAMPLES) {
             ['bob', bob],
             ['shared', carol],
           ] as const) {
-            assert.equal((await putNote(app, token, owner, name, 'listed')).status, 201);
+            expect((await putNote(app, token, owner, name, 'listed')).status).toBe(201);
           }
           for (const method of ['tools/list', 'prompts/list', 'resources/list']) {
             const res = await app.mcp(alice, method);
-            assert.equal(res.status, 200, `${method}: ${res.text}`);
-            assert.ok(res.message?.result, `${method}: ${res.text}`);
+            expect({ [method]: res.status }).toStrictEqual({ [method]: 200 });
+            expect(res.message?.result).toBeTruthy();
           }
           const listed = (await app.mcp(alice, 'resources/list')).message.result.resources as { uri: string }[];
           const uris = listed.map((resource) => resource.uri);
-          assert.ok(uris.includes(`note://alice/${name}`), uris.join());
-          assert.ok(!uris.some((uri) => uri.startsWith('note://bob/')), `alice sees bob's notes: ${uris.join()}`);
+          expect(uris).toContain(`note://alice/${name}`);
+          // alice sees none of bob's notes
+          expect(uris.filter((uri) => uri.startsWith('note://bob/'))).toStrictEqual([]);
         });
 
         it('GET and DELETE on /mcp: 405 with Allow: POST', async () => {
           for (const method of ['GET', 'DELETE']) {
             const res = await fetch(app.url, { method, headers: bearer(alice) });
             await res.text();
-            assert.equal(res.status, 405, method);
-            assert.match(res.headers.get('allow') ?? '', /\bPOST\b/, method);
+            expect({ [method]: res.status }).toStrictEqual({ [method]: 405 });
+            expect({ [method]: res.headers.get('allow') ?? '' }).toStrictEqual({
+              [method]: expect.stringMatching(/\bPOST\b/),
+            });
           }
         });
 
         it('without MCP_CONFORMANCE the conformance fixture tools are not registered', async () => {
           const res = await app.mcp(alice, 'tools/list');
-          assert.ok(Array.isArray(res.message?.result?.tools), res.text);
+          expect(Array.isArray(res.message?.result?.tools)).toBeTruthy();
           const names = (res.message.result.tools as { name: string }[]).map((tool) => tool.name);
-          assert.ok(!names.includes('test_trigger_tool_change'), names.join());
-          assert.ok(!names.includes('test_trigger_prompt_change'), names.join());
+          expect(names).not.toContain('test_trigger_tool_change');
+          expect(names).not.toContain('test_trigger_prompt_change');
         });
 
         it('resources/read enforces the note rule: own notes and shared notes only', async () => {
           const name = uid('read');
-          assert.equal((await putNote(app, alice, 'alice', name, `alice wrote ${name}`)).status, 201);
-          assert.equal((await putNote(app, bob, 'bob', name, `bob wrote ${name}`)).status, 201);
-          assert.equal((await putNote(app, carol, 'carol', name, `carol wrote ${name}`)).status, 201);
-          assert.equal((await putNote(app, bob, 'shared', name, `shared by bob ${name}`)).status, 201);
+          expect((await putNote(app, alice, 'alice', name, `alice wrote ${name}`)).status).toBe(201);
+          expect((await putNote(app, bob, 'bob', name, `bob wrote ${name}`)).status).toBe(201);
+          expect((await putNote(app, carol, 'carol', name, `carol wrote ${name}`)).status).toBe(201);
+          expect((await putNote(app, bob, 'shared', name, `shared by bob ${name}`)).status).toBe(201);
           const owners = { alice, bob, carol } as const;
           for (const [reader, token] of Object.entries(owners)) {
             for (const owner of ['alice', 'bob', 'carol', 'shared']) {
               const res = await app.mcp(token, 'resources/read', { uri: `note://${owner}/${name}` });
               if (owner === reader || owner === 'shared') {
-                assert.ok(readText(res).includes(name), `${reader} reads note://${owner}: ${res.text}`);
+                const which = `${reader} reads note://${owner}`; // names the case when it fails
+                expect({ [which]: readText(res) }).toStrictEqual({ [which]: expect.stringContaining(name) });
               } else {
-                assert.ok(res.message?.error, `${reader} must not read note://${owner}: ${res.text}`);
-                assert.equal(res.message.result, undefined);
-                assert.ok(!res.text.includes('wrote'), `the refusal leaks the note: ${res.text}`);
+                expect(res.message?.error).toBeTruthy(); // the reader must not read another's note
+                expect(res.message.result).toBe(undefined);
+                expect(res.text).not.toContain('wrote'); // the refusal does not leak the note
               }
             }
           }
@@ -515,8 +527,8 @@ for (const kind of SAMPLES) {
 
       it("resources/read does not hand out another principal's note under a disguised URI", async () => {
         const name = uid('disguise');
-        assert.equal((await putNote(app, bob, 'bob', name, `bob wrote ${name}`)).status, 201);
-        assert.equal((await putNote(app, alice, 'alice', name, `alice wrote ${name}`)).status, 201);
+        expect((await putNote(app, bob, 'bob', name, `bob wrote ${name}`)).status).toBe(201);
+        expect((await putNote(app, alice, 'alice', name, `alice wrote ${name}`)).status).toBe(201);
         const disguises = [
           `note://alice/../bob/${name}`,
           `note://shared/../bob/${name}`,
@@ -532,7 +544,7 @@ for (const kind of SAMPLES) {
         ];
         for (const uri of disguises) {
           const res = await app.mcp(alice, 'resources/read', { uri });
-          assert.ok(!res.text.includes('bob wrote'), `${uri}: ${res.text}`);
+          expect({ [uri]: res.text }).toStrictEqual({ [uri]: expect.not.stringContaining('bob wrote') });
         }
       });
 
@@ -544,17 +556,17 @@ for (const kind of SAMPLES) {
           const { stream, ack, honored } = await openStream(app, alice, `ack-${n}`, {
             resourceSubscriptions: [mine, `note://bob/${n}`, shared, `http://example.com/${n}`, mine, shared],
           });
-          assert.equal(stream.status, 200);
-          assert.match(String(stream.headers['content-type']), /^text\/event-stream/);
-          assert.match(String(stream.headers['cache-control']), /no-cache/);
-          assert.match(String(stream.headers['cache-control']), /no-transform/);
-          assert.equal(stream.headers['x-accel-buffering'], 'no');
-          assert.equal(stream.headers['mcp-session-id'], undefined);
-          assert.equal(ack.params._meta[SUBSCRIPTION_ID], `ack-${n}`);
-          assert.deepEqual(Object.keys(honored), ['resourceSubscriptions']);
-          assert.deepEqual(sorted(honored.resourceSubscriptions as string[]), sorted([mine, shared]));
-          assert.ok(!stream.text.includes('note://bob/'), stream.text);
-          assert.ok(!stream.text.includes('example.com'), stream.text);
+          expect(stream.status).toBe(200);
+          expect(String(stream.headers['content-type'])).toMatch(/^text\/event-stream/);
+          expect(String(stream.headers['cache-control'])).toMatch(/no-cache/);
+          expect(String(stream.headers['cache-control'])).toMatch(/no-transform/);
+          expect(stream.headers['x-accel-buffering']).toBe('no');
+          expect(stream.headers['mcp-session-id']).toBe(undefined);
+          expect(ack.params._meta[SUBSCRIPTION_ID]).toBe(`ack-${n}`);
+          expect(Object.keys(honored)).toStrictEqual(['resourceSubscriptions']);
+          expect(sorted(honored.resourceSubscriptions as string[])).toStrictEqual(sorted([mine, shared]));
+          expect(stream.text).not.toContain('note://bob/');
+          expect(stream.text).not.toContain('example.com');
         });
 
         it('never echoes a false flag or a field it does not know', async () => {
@@ -565,18 +577,18 @@ for (const kind of SAMPLES) {
             someFutureField: true,
             resourceSubscriptions: [],
           });
-          assert.deepEqual(honored, { promptsListChanged: true });
+          expect(honored).toStrictEqual({ promptsListChanged: true });
         });
 
         it('a refused URI looks exactly like one never asked for, whether or not the note exists', async () => {
           const n = uid('leak');
-          assert.equal((await putNote(app, bob, 'bob', `exists-${n}`, 'secret')).status, 201);
+          expect((await putNote(app, bob, 'bob', `exists-${n}`, 'secret')).status).toBe(201);
           const shared = `note://shared/${n}`;
           const refused = [`note://bob/exists-${n}`, `note://bob/missing-${n}`, `urn:example:${n}`, `file:///${n}`];
           const asked = await openStream(app, alice, 'same-id', { resourceSubscriptions: [...refused, shared] });
           const plain = await openStream(app, alice, 'same-id', { resourceSubscriptions: [shared] });
-          assert.deepEqual(asked.ack, plain.ack);
-          assert.deepEqual(asked.honored, { resourceSubscriptions: [shared] });
+          expect(asked.ack).toStrictEqual(plain.ack);
+          expect(asked.honored).toStrictEqual({ resourceSubscriptions: [shared] });
         });
 
         it('accepts the URI of a note that does not exist yet but would be readable', async () => {
@@ -589,7 +601,7 @@ for (const kind of SAMPLES) {
           ] as const) {
             const uri = `note://${owner}/${n}`;
             const { honored } = await openStream(app, token, uid('future'), { resourceSubscriptions: [uri] });
-            assert.deepEqual(honored, { resourceSubscriptions: [uri] });
+            expect(honored).toStrictEqual({ resourceSubscriptions: [uri] });
           }
         });
 
@@ -598,13 +610,13 @@ for (const kind of SAMPLES) {
           const { stream, honored } = await openStream(app, bob, id, {
             resourceSubscriptions: [`note://alice/${id}`, `note://carol/${id}`],
           });
-          assert.deepEqual(honored, {});
+          expect(honored).toStrictEqual({});
           await stream.end();
-          assert.equal(stream.events.length, 2, stream.text);
+          expect(stream.events.length).toBe(2);
           const result = stream.events[1]!.json;
-          assert.equal(result.id, id);
-          assert.equal(result.result?.resultType, 'complete');
-          assert.equal(result.result._meta[SUBSCRIPTION_ID], id);
+          expect(result.id).toBe(id);
+          expect(result.result?.resultType).toBe('complete');
+          expect(result.result._meta[SUBSCRIPTION_ID]).toBe(id);
         });
       });
 
@@ -626,7 +638,7 @@ for (const kind of SAMPLES) {
             resourceSubscriptions: [`note://alice/${uid('other')}`],
           });
           const intruder = await watch(app, sentinel, bob, 'intruder', { resourceSubscriptions: [uri] });
-          assert.deepEqual(intruder.ack.params.notifications, { resourceSubscriptions: [sentinel.uri] });
+          expect(intruder.ack.params.notifications).toStrictEqual({ resourceSubscriptions: [sentinel.uri] });
 
           const phases: [string, () => Promise<HttpAnswer>, number, string[], string[], string[]][] = [
             [
@@ -656,13 +668,14 @@ for (const kind of SAMPLES) {
           ];
           for (const [phase, act, status, toBoth, toUri, toList] of phases) {
             const res = await act();
-            assert.equal(res.status, status, `${phase}: ${res.text}`);
+            // Each expectation names the phase: a failure says which one.
+            expect({ [phase]: res.status }).toStrictEqual({ [phase]: status });
             await sentinel.fire();
-            assert.deepEqual(await both.next(), sorted(toBoth), `${phase}: list and URI subscriber`);
-            assert.deepEqual(await uriOnly.next(), sorted(toUri), `${phase}: URI subscriber`);
-            assert.deepEqual(await listOnly.next(), sorted(toList), `${phase}: list subscriber`);
-            assert.deepEqual(await elsewhere.next(), [], `${phase}: a stream that wants neither`);
-            assert.deepEqual(await intruder.next(), [], `${phase}: a stream refused the URI`);
+            expect({ [phase]: await both.next() }).toStrictEqual({ [phase]: sorted(toBoth) }); // list + URI subscriber
+            expect({ [phase]: await uriOnly.next() }).toStrictEqual({ [phase]: sorted(toUri) }); // URI subscriber
+            expect({ [phase]: await listOnly.next() }).toStrictEqual({ [phase]: sorted(toList) }); // list subscriber
+            expect({ [phase]: await elsewhere.next() }).toStrictEqual({ [phase]: [] }); // a stream that wants neither
+            expect({ [phase]: await intruder.next() }).toStrictEqual({ [phase]: [] }); // a stream refused the URI
           }
         });
 
@@ -672,11 +685,11 @@ for (const kind of SAMPLES) {
           const uri = `note://shared/${name}`;
           const path = `/api/notes/shared/${name}`;
           const watcher = await watch(app, sentinel, carol, uid('shared'), { resourceSubscriptions: [uri] });
-          assert.equal((await app.api(bob, 'PUT', path, { text: '' })).status, 201, 'an empty text is a string');
-          assert.equal((await app.api(alice, 'PUT', path, { text: 'by alice' })).status, 200);
-          assert.equal((await app.api(carol, 'DELETE', path)).status, 204);
+          expect((await app.api(bob, 'PUT', path, { text: '' })).status).toBe(201); // an empty text is a string
+          expect((await app.api(alice, 'PUT', path, { text: 'by alice' })).status).toBe(200);
+          expect((await app.api(carol, 'DELETE', path)).status).toBe(204);
           await sentinel.fire();
-          assert.deepEqual(await watcher.next(), [`${UPDATED} ${uri}`, `${UPDATED} ${uri}`, `${UPDATED} ${uri}`]);
+          expect(await watcher.next()).toStrictEqual([`${UPDATED} ${uri}`, `${UPDATED} ${uri}`, `${UPDATED} ${uri}`]);
         });
 
         it('the catalog routes reach exactly the streams listening for that list', async () => {
@@ -690,10 +703,13 @@ for (const kind of SAMPLES) {
           const methods = { tools: TOOLS, prompts: PROMPTS, resources: RESOURCES } as const;
           for (const list of ['tools', 'prompts', 'resources'] as const) {
             const res = await app.api(bob, 'POST', `/api/catalog/${list}`);
-            assert.equal(res.status, 202, `${list}: ${res.text}`);
+            expect({ [list]: res.status }).toStrictEqual({ [list]: 202 });
             await sentinel.fire();
             for (const [name, watcher] of Object.entries(watchers)) {
-              assert.deepEqual(await watcher.next(), name === list ? [methods[list]] : [], `${list} → ${name}`);
+              const route = `${list} → ${name}`; // names the case when the expectation fails
+              expect({ [route]: await watcher.next() }).toStrictEqual({
+                [route]: name === list ? [methods[list]] : [],
+              });
             }
           }
         });
@@ -703,15 +719,15 @@ for (const kind of SAMPLES) {
           const ids = ['listen-1', 0, 42, '', -1.5, 'quote" back\\ newline\n sep\u2028 emoji 😀'];
           const watchers = [];
           for (const id of ids) watchers.push(await watch(app, sentinel, alice, id, { toolsListChanged: true }));
-          assert.equal((await app.api(alice, 'POST', '/api/catalog/tools')).status, 202);
+          expect((await app.api(alice, 'POST', '/api/catalog/tools')).status).toBe(202);
           await sentinel.fire();
           for (const [i, watcher] of watchers.entries()) {
-            assert.deepEqual(await watcher.next(), [TOOLS]);
-            assert.equal(watcher.stream.events.length, 3);
+            expect(await watcher.next()).toStrictEqual([TOOLS]);
+            expect(watcher.stream.events.length).toBe(3);
             for (const event of watcher.stream.events) {
-              assert.ok(!event.data.includes('\n'), 'one data line per message');
-              assert.equal(event.json.jsonrpc, '2.0');
-              assert.strictEqual(event.json.params._meta[SUBSCRIPTION_ID], ids[i], event.data);
+              expect(event.data).not.toContain('\n'); // one data line per message
+              expect(event.json.jsonrpc).toBe('2.0');
+              expect(event.json.params._meta[SUBSCRIPTION_ID]).toBe(ids[i]);
             }
           }
         });
@@ -744,15 +760,13 @@ for (const kind of SAMPLES) {
             });
           await (await cancel(bob)).text();
           await sentinel.fire();
-          assert.deepEqual(await watcher.next(), [], "bob cannot cancel alice's stream");
+          expect(await watcher.next()).toStrictEqual([]); // bob cannot cancel alice's stream
           const res = await cancel(alice);
-          assert.equal(res.status, 202);
-          assert.equal(await res.text(), '');
+          expect(res.status).toBe(202);
+          expect(await res.text()).toBe('');
           await watcher.stream.end();
-          assert.ok(
-            watcher.stream.events.every((event) => event.json?.result === undefined),
-            'a cancelled stream gets no result',
-          );
+          // a cancelled stream gets no result
+          expect(watcher.stream.events.every((event) => event.json?.result === undefined)).toBeTruthy();
         });
       });
 
@@ -760,28 +774,28 @@ for (const kind of SAMPLES) {
         it('POST /api/tasks creates a task owned by the caller: 201 {taskId}', async () => {
           const first = await createTask(app, alice);
           const second = await createTask(app, alice);
-          assert.notEqual(first, '');
-          assert.notEqual(first, second);
+          expect(first).not.toBe('');
+          expect(first).not.toBe(second);
         });
 
         it('a listen with taskIds and the extension declared receives each status change with the full state', async () => {
           const task = await createTask(app, alice);
           const { stream, honored } = await openStream(app, alice, 'task-listen', { taskIds: [task] }, TASKS_META);
-          assert.deepEqual(honored, { taskIds: [task] });
+          expect(honored).toStrictEqual({ taskIds: [task] });
           const statuses = ['input_required', 'working', 'completed'];
           for (const [i, status] of statuses.entries()) {
             const res = await app.api(alice, 'POST', `/api/tasks/${task}/status`, { status });
-            assert.equal(res.status, 200, res.text);
+            expect(res.status).toBe(200);
             const message = (await stream.event(i + 2)).json;
-            assert.equal(message.method, TASK);
+            expect(message.method).toBe(TASK);
             const { _meta: meta, ...state } = message.params;
-            assert.equal(meta[SUBSCRIPTION_ID], 'task-listen');
-            assert.equal(state.taskId, task);
-            assert.equal(state.status, status);
-            assert.ok(!Number.isNaN(Date.parse(state.createdAt)), `createdAt: ${message.params.createdAt}`);
-            assert.ok(!Number.isNaN(Date.parse(state.lastUpdatedAt)), `lastUpdatedAt: ${state.lastUpdatedAt}`);
-            assert.ok(Date.parse(state.lastUpdatedAt) >= Date.parse(state.createdAt));
-            assert.ok(state.ttlMs === null || typeof state.ttlMs === 'number', `ttlMs: ${state.ttlMs}`);
+            expect(meta[SUBSCRIPTION_ID]).toBe('task-listen');
+            expect(state.taskId).toBe(task);
+            expect(state.status).toBe(status);
+            expect(Date.parse(state.createdAt)).not.toBeNaN(); // createdAt is a date
+            expect(Date.parse(state.lastUpdatedAt)).not.toBeNaN(); // lastUpdatedAt is a date
+            expect(Date.parse(state.lastUpdatedAt)).toBeGreaterThanOrEqual(Date.parse(state.createdAt));
+            expect(state.ttlMs === null || typeof state.ttlMs === 'number').toBeTruthy(); // ttlMs: null or a number
           }
         });
 
@@ -790,11 +804,11 @@ for (const kind of SAMPLES) {
           const { status, contentType, json } = await refusal(
             await listenRaw(app, alice, 'undeclared', { taskIds: [task] }),
           );
-          assert.equal(status, 400);
-          assert.match(contentType, /^application\/json/);
-          assert.equal(json.id, 'undeclared');
-          assert.equal(json.error?.code, -32021);
-          assert.deepEqual(json.error.data, { requiredCapabilities: { extensions: { [TASKS]: {} } } });
+          expect(status).toBe(400);
+          expect(contentType).toMatch(/^application\/json/);
+          expect(json.id).toBe('undeclared');
+          expect(json.error?.code).toBe(-32021);
+          expect(json.error.data).toStrictEqual({ requiredCapabilities: { extensions: { [TASKS]: {} } } });
         });
 
         it("another principal's task id and an unknown one are dropped, and their changes never arrive", async () => {
@@ -809,17 +823,14 @@ for (const kind of SAMPLES) {
             { taskIds: [mine, theirs, uid('no-such-task'), mine] },
             TASKS_META,
           );
-          assert.deepEqual(aliceWatch.ack.params.notifications.taskIds, [mine]);
+          expect(aliceWatch.ack.params.notifications.taskIds).toStrictEqual([mine]);
           const bobWatch = await watch(app, sentinel, bob, uid('tasks'), { taskIds: [theirs, mine] }, TASKS_META);
-          assert.deepEqual(bobWatch.ack.params.notifications.taskIds, [theirs]);
-          assert.equal((await app.api(bob, 'POST', `/api/tasks/${theirs}/status`, { status: 'failed' })).status, 200);
-          assert.equal(
-            (await app.api(alice, 'POST', `/api/tasks/${mine}/status`, { status: 'cancelled' })).status,
-            200,
-          );
+          expect(bobWatch.ack.params.notifications.taskIds).toStrictEqual([theirs]);
+          expect((await app.api(bob, 'POST', `/api/tasks/${theirs}/status`, { status: 'failed' })).status).toBe(200);
+          expect((await app.api(alice, 'POST', `/api/tasks/${mine}/status`, { status: 'cancelled' })).status).toBe(200);
           await sentinel.fire();
-          assert.deepEqual(await aliceWatch.next(), [`${TASK} ${mine} cancelled`]);
-          assert.deepEqual(await bobWatch.next(), [`${TASK} ${theirs} failed`]);
+          expect(await aliceWatch.next()).toStrictEqual([`${TASK} ${mine} cancelled`]);
+          expect(await bobWatch.next()).toStrictEqual([`${TASK} ${theirs} failed`]);
         });
       });
 
@@ -843,37 +854,39 @@ for (const kind of SAMPLES) {
 
         it('a body that fails validation gets 400 naming the field; nothing changes, nothing is emitted', async () => {
           const name = uid('valid');
-          assert.equal((await putNote(app, alice, 'alice', name, 'original')).status, 201);
+          expect((await putNote(app, alice, 'alice', name, 'original')).status).toBe(201);
           const task = await createTask(app, alice);
           const w = await watchers(name, task, await createTask(app, bob));
           const invalidNotes: unknown[] = [{}, { text: 42 }, { text: null }, { text: ['a'] }, { body: 'x' }];
           for (const body of invalidNotes) {
             const res = await app.api(alice, 'PUT', `/api/notes/alice/${name}`, body);
-            assert.equal(res.status, 400, `${JSON.stringify(body)}: ${res.text}`);
-            assert.ok(res.body !== undefined, `a JSON error: ${res.text}`);
-            assert.match(res.text, /text/, `names the field: ${res.text}`);
+            const sent = JSON.stringify(body); // names the case when the expectation fails
+            expect({ [sent]: res.status }).toStrictEqual({ [sent]: 400 });
+            expect(res.body).toBeDefined(); // a JSON error
+            expect(res.text).toMatch(/text/); // names the field
           }
           const created = await app.api(alice, 'PUT', `/api/notes/alice/${uid('never')}`, {});
-          assert.equal(created.status, 400, created.text);
+          expect(created.status).toBe(400);
           const malformed = await app.api(alice, 'PUT', `/api/notes/alice/${name}`, '{"text":');
-          assert.equal(malformed.status, 400, malformed.text);
+          expect(malformed.status).toBe(400);
           const invalidStatuses: unknown[] = [{}, { status: 'done' }, { status: 42 }, { status: 'COMPLETED' }];
           for (const body of invalidStatuses) {
             const res = await app.api(alice, 'POST', `/api/tasks/${task}/status`, body);
-            assert.equal(res.status, 400, `${JSON.stringify(body)}: ${res.text}`);
-            assert.ok(res.body !== undefined, `a JSON error: ${res.text}`);
-            assert.match(res.text, /status/, `names the field: ${res.text}`);
+            const sent = JSON.stringify(body); // names the case when the expectation fails
+            expect({ [sent]: res.status }).toStrictEqual({ [sent]: 400 });
+            expect(res.body).toBeDefined(); // a JSON error
+            expect(res.text).toMatch(/status/); // names the field
           }
           await w.sentinel.fire();
-          assert.deepEqual(await w.alice.next(), []);
-          assert.deepEqual(await w.bob.next(), []);
+          expect(await w.alice.next()).toStrictEqual([]);
+          expect(await w.bob.next()).toStrictEqual([]);
           const read = await app.mcp(alice, 'resources/read', { uri: `note://alice/${name}` });
-          assert.match(readText(read), /original/);
+          expect(readText(read)).toMatch(/original/);
         });
 
         it("another principal's note or task gets 403; nothing changes, nothing is emitted", async () => {
           const name = uid('foreign');
-          assert.equal((await putNote(app, bob, 'bob', name, 'original')).status, 201);
+          expect((await putNote(app, bob, 'bob', name, 'original')).status).toBe(201);
           const bobTask = await createTask(app, bob);
           const aliceTask = await createTask(app, alice);
           const w = await watchers(name, aliceTask, bobTask);
@@ -886,23 +899,24 @@ for (const kind of SAMPLES) {
           ];
           for (const [method, path, body] of attempts) {
             const res = await app.api(alice, method, path, body);
-            assert.equal(res.status, 403, `${method} ${path}: ${res.text}`);
+            const attempt = `${method} ${path}`; // names the case when the expectation fails
+            expect({ [attempt]: res.status }).toStrictEqual({ [attempt]: 403 });
           }
           await w.sentinel.fire();
-          assert.deepEqual(await w.alice.next(), []);
-          assert.deepEqual(await w.bob.next(), []);
+          expect(await w.alice.next()).toStrictEqual([]);
+          expect(await w.bob.next()).toStrictEqual([]);
           const read = await app.mcp(bob, 'resources/read', { uri: `note://bob/${name}` });
-          assert.match(readText(read), /original/);
+          expect(readText(read)).toMatch(/original/);
         });
 
         it('an unknown task gets 404; nothing is emitted', async () => {
           const aliceTask = await createTask(app, alice);
           const w = await watchers(uid('unknown'), aliceTask, await createTask(app, bob));
           const res = await app.api(alice, 'POST', `/api/tasks/${uid('no-such-task')}/status`, { status: 'completed' });
-          assert.equal(res.status, 404, res.text);
+          expect(res.status).toBe(404);
           await w.sentinel.fire();
-          assert.deepEqual(await w.alice.next(), []);
-          assert.deepEqual(await w.bob.next(), []);
+          expect(await w.alice.next()).toStrictEqual([]);
+          expect(await w.bob.next()).toStrictEqual([]);
         });
       });
 
@@ -924,32 +938,33 @@ for (const kind of SAMPLES) {
           const stream = await post(app.url, body, headers);
           streams.push(stream);
           const answer = await refusal(stream);
-          assert.match(answer.contentType, /^application\/json/);
-          assert.equal(answer.json.jsonrpc, '2.0');
-          assert.equal(answer.json.result, undefined);
+          expect(answer.contentType).toMatch(/^application\/json/);
+          expect(answer.json.jsonrpc).toBe('2.0');
+          expect(answer.json.result).toBe(undefined);
           return answer;
         }
 
         it('a body that is not JSON: -32700, HTTP 400', async () => {
           const { status, json } = await refused('{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen",');
-          assert.equal(status, 400);
-          assert.equal(json.error.code, -32700);
-          assert.equal(json.id, null);
+          expect(status).toBe(400);
+          expect(json.error.code).toBe(-32700);
+          expect(json.id).toBe(null);
         });
 
         it('not a single request object: -32600; `_meta` or its required keys missing: -32602; HTTP 400', async () => {
           const batch = await refused([listenBody('batched', { toolsListChanged: true })]);
-          assert.equal(batch.status, 400);
-          assert.equal(batch.json.error.code, -32600);
+          expect(batch.status).toBe(400);
+          expect(batch.json.error.code).toBe(-32600);
           const required = ['io.modelcontextprotocol/protocolVersion', 'io.modelcontextprotocol/clientCapabilities'];
           for (const missing of [undefined, ...required]) {
             const body = listenBody('meta', { toolsListChanged: true });
             if (missing === undefined) delete (body.params as { _meta?: unknown })._meta;
             else delete (body.params._meta as Record<string, unknown>)[missing];
             const { status, json } = await refused(body);
-            assert.equal(status, 400, `without ${missing ?? '_meta'}`);
-            assert.equal(json.id, 'meta');
-            assert.equal(json.error.code, -32602, `without ${missing ?? '_meta'}: ${JSON.stringify(json)}`);
+            const without = `without ${missing ?? '_meta'}`; // names the case when an expectation fails
+            expect({ [without]: status }).toStrictEqual({ [without]: 400 });
+            expect(json.id).toBe('meta');
+            expect({ [without]: json.error.code }).toStrictEqual({ [without]: -32602 });
           }
         });
 
@@ -965,9 +980,10 @@ for (const kind of SAMPLES) {
           ];
           for (const [what, headers] of cases) {
             const { status, json } = await refused(body, headers);
-            assert.equal(status, 400, what);
-            assert.equal(json.error.code, -32020, `${what}: ${JSON.stringify(json)}`);
-            assert.equal(json.id, 'headers', what);
+            // Each expectation names the case: a failure says which one.
+            expect({ [what]: status }).toStrictEqual({ [what]: 400 });
+            expect({ [what]: json.error.code }).toStrictEqual({ [what]: -32020 });
+            expect({ [what]: json.id }).toStrictEqual({ [what]: 'headers' });
           }
         });
 
@@ -981,11 +997,11 @@ for (const kind of SAMPLES) {
             body,
             listenHeaders({ ...bearer(alice), 'mcp-protocol-version': '2099-01-01' }),
           );
-          assert.equal(status, 400);
-          assert.equal(json.id, 'version');
-          assert.equal(json.error.code, -32022);
-          assert.ok(json.error.data.supported.includes(PROTOCOL_VERSION), JSON.stringify(json));
-          assert.equal(json.error.data.requested, '2099-01-01');
+          expect(status).toBe(400);
+          expect(json.id).toBe('version');
+          expect(json.error.code).toBe(-32022);
+          expect(json.error.data.supported).toContain(PROTOCOL_VERSION);
+          expect(json.error.data.requested).toBe('2099-01-01');
         });
 
         it('a malformed filter: -32602, HTTP 400, naming the field', async () => {
@@ -1001,23 +1017,24 @@ for (const kind of SAMPLES) {
           ];
           for (const [notifications, field] of cases) {
             const { status, json } = await refused(listenBody('filter', notifications as Record<string, unknown>));
-            assert.equal(status, 400, JSON.stringify(notifications));
-            assert.equal(json.id, 'filter');
-            assert.equal(json.error.code, -32602, JSON.stringify(json));
-            assert.ok(json.error.message.includes(field), `${JSON.stringify(notifications)}: ${json.error.message}`);
+            const sent = JSON.stringify(notifications); // names the case when an expectation fails
+            expect({ [sent]: status }).toStrictEqual({ [sent]: 400 });
+            expect(json.id).toBe('filter');
+            expect(json.error.code).toBe(-32602);
+            expect({ [sent]: json.error.message }).toStrictEqual({ [sent]: expect.stringContaining(field) });
           }
           for (const taskIds of ['task-1', [7], Array.from({ length: 1001 }, (_, i) => `task-${i}`)]) {
             const { status, json } = await refused(listenBody('filter', { taskIds }, TASKS_META));
-            assert.equal(status, 400);
-            assert.equal(json.error.code, -32602, JSON.stringify(json));
-            assert.match(json.error.message, /taskIds/);
+            expect(status).toBe(400);
+            expect(json.error.code).toBe(-32602);
+            expect(json.error.message).toMatch(/taskIds/);
           }
           const body = listenBody('filter', {});
           delete (body.params as { notifications?: unknown }).notifications;
           const { status, json } = await refused(body);
-          assert.equal(status, 400);
-          assert.equal(json.error.code, -32602);
-          assert.match(json.error.message, /notifications/);
+          expect(status).toBe(400);
+          expect(json.error.code).toBe(-32602);
+          expect(json.error.message).toMatch(/notifications/);
         });
 
         it('reports the first failing check in the spec order', async () => {
@@ -1052,30 +1069,31 @@ for (const kind of SAMPLES) {
           ];
           for (const [what, body, headers, code] of cases) {
             const { status, json } = await refused(body, headers);
-            assert.equal(status, 400, what);
-            assert.equal(json.error.code, code, `${what}: ${JSON.stringify(json)}`);
+            // Each expectation names the case: a failure says which one.
+            expect({ [what]: status }).toStrictEqual({ [what]: 400 });
+            expect({ [what]: json.error.code }).toStrictEqual({ [what]: code });
           }
         });
 
         it('1001 URIs: -32602, HTTP 400, naming the limit; 1000 are accepted', async () => {
           const uris = Array.from({ length: 1001 }, (_, i) => `note://alice/bulk-${i}`);
           const { status, json } = await refused(listenBody('bulk', { resourceSubscriptions: uris }));
-          assert.equal(status, 400);
-          assert.equal(json.error.code, -32602);
-          assert.match(json.error.message, /resourceSubscriptions/);
-          assert.match(json.error.message, /1000/);
+          expect(status).toBe(400);
+          expect(json.error.code).toBe(-32602);
+          expect(json.error.message).toMatch(/resourceSubscriptions/);
+          expect(json.error.message).toMatch(/1000/);
           const { honored } = await openStream(app, alice, 'bulk', { resourceSubscriptions: uris.slice(0, 1000) });
-          assert.deepEqual(sorted(honored.resourceSubscriptions as string[]), sorted(uris.slice(0, 1000)));
+          expect(sorted(honored.resourceSubscriptions as string[])).toStrictEqual(sorted(uris.slice(0, 1000)));
         });
       });
     });
 
     describe('MAX_SUBSCRIPTIONS=2, KEEPALIVE_MS=200, MAX_BUFFER=2', () => {
       let app: SampleApp;
-      before(async () => {
+      beforeAll(async () => {
         app = await starting.limited;
-      });
-      after(async () => {
+      }, 60_000);
+      afterAll(async () => {
         await app?.stop();
       });
       beforeEach(async () => {
@@ -1088,21 +1106,21 @@ for (const kind of SAMPLES) {
         await openStream(app, bob, 'two', { toolsListChanged: true });
         const third = await listenRaw(app, carol, 'three', { toolsListChanged: true });
         const { status, json } = await refusal(third);
-        assert.equal(status, 503);
-        assert.match(String(third.headers['retry-after']), /^\d+$|GMT$/);
-        assert.equal(json.id, 'three');
-        assert.equal(json.error?.code, -32603);
-        assert.equal(json.error.message, 'Subscription limit reached');
+        expect(status).toBe(503);
+        expect(String(third.headers['retry-after'])).toMatch(/^\d+$|GMT$/);
+        expect(json.id).toBe('three');
+        expect(json.error?.code).toBe(-32603);
+        expect(json.error.message).toBe('Subscription limit reached');
         first.stream.close();
         await eventually(async () => (await openStreamCount(app)) === 1, 'the slot freed');
         const { honored } = await openStream(app, carol, 'three', { toolsListChanged: true });
-        assert.deepEqual(honored, { toolsListChanged: true });
+        expect(honored).toStrictEqual({ toolsListChanged: true });
       });
 
       it('writes ": keepalive" comments on an idle stream', async () => {
         const { stream } = await openStream(app, alice, uid('idle'), { toolsListChanged: true });
         await stream.until(() => stream.comments.filter((c) => c === 'keepalive').length >= 2, 'two keepalives');
-        assert.equal(stream.events.length, 1, 'keepalives are comments, not messages');
+        expect(stream.events.length).toBe(1); // keepalives are comments, not messages
       });
 
       it("bounds a paused reader's queue by MAX_BUFFER; the paused reader holds back no other stream", async () => {
@@ -1120,18 +1138,16 @@ for (const kind of SAMPLES) {
         for (let round = 0; round < 10 && !(stats?.dropped > 0); round++) {
           for (const name of names) {
             const res = await putNote(app, alice, 'alice', name, `round ${round}`);
-            assert.equal(res.status, round === 0 ? 201 : 200, res.text);
+            expect(res.status).toBe(round === 0 ? 201 : 200);
             expected.push(`${UPDATED} note://alice/${name}`);
           }
           stats = (await app.api(alice, 'GET', '/api/subscriptions/stats')).body;
-          assert.ok(
-            stats.queued <= 2,
-            `at most MAX_BUFFER events queued for the one paused reader: ${JSON.stringify(stats)}`,
-          );
+          expect(stats.queued).toBeLessThanOrEqual(2); // at most MAX_BUFFER events queued for the one paused reader
         }
-        assert.ok(stats.dropped > 0, `the paused reader's queue never filled: ${JSON.stringify(stats)}`);
+        expect(stats.dropped).toBeGreaterThan(0); // the paused reader's queue filled
         await sentinel.fire();
-        assert.deepEqual(await live.next({ ordered: true }), expected, 'the live reader got every update, in order');
+        // the live reader got every update, in order
+        expect(await live.next({ ordered: true })).toStrictEqual(expected);
         paused.stream.resume();
         await sentinel.fire();
         await paused.stream.until(
@@ -1140,9 +1156,9 @@ for (const kind of SAMPLES) {
           10_000,
         );
         for (const event of paused.stream.events) {
-          assert.equal(event.json?.params?._meta?.[SUBSCRIPTION_ID], pausedId, 'whole frames, with their id');
+          expect(event.json?.params?._meta?.[SUBSCRIPTION_ID]).toBe(pausedId); // whole frames, with their id
         }
-      });
+      }, 60_000); // up to 500 writes, then up to 10 s for the paused reader
 
       it('SIGTERM still exits 0 while a reader has stopped reading; a reading client gets its result', async () => {
         const names = Array.from({ length: 50 }, () => uid('stuck'));
@@ -1157,100 +1173,101 @@ for (const kind of SAMPLES) {
           for (const name of names) await putNote(app, alice, 'alice', name, `round ${round}`);
           stats = (await app.api(alice, 'GET', '/api/subscriptions/stats')).body;
         }
-        assert.ok(stats.queued > 0, `the stuck reader's socket never filled: ${JSON.stringify(stats)}`);
-        assert.equal(await app.stop('SIGTERM', 15_000), 0, app.stderr());
+        expect(stats.queued).toBeGreaterThan(0); // the stuck reader's socket filled
+        expect(await app.stop('SIGTERM', 15_000)).toBe(0);
         await healthy.stream.end();
         const last = healthy.stream.events.at(-1)!.json;
-        assert.equal(last.id, 'healthy');
-        assert.equal(last.result?.resultType, 'complete');
-      });
+        expect(last.id).toBe('healthy');
+        expect(last.result?.resultType).toBe('complete');
+      }, 60_000); // up to 500 writes, then a stop allowed 15 s
     });
 
     describe('MCP_CONFORMANCE=1', () => {
       let app: SampleApp;
-      before(async () => {
+      beforeAll(async () => {
         app = await starting.conformance;
-      });
-      after(async () => {
+      }, 60_000);
+      afterAll(async () => {
         await app?.stop();
       });
 
       it('serves a tokenless /mcp request as the principal `conformance`', async () => {
         const discover = await app.mcp(undefined, 'server/discover');
-        assert.equal(discover.status, 200, discover.text);
-        assert.ok(discover.message?.result?.capabilities, discover.text);
+        expect(discover.status).toBe(200);
+        expect(discover.message?.result?.capabilities).toBeTruthy();
         const n = uid('conformance');
         const { honored } = await openStream(app, undefined, uid('anonymous'), {
           resourceSubscriptions: [`note://shared/${n}`, `note://alice/${n}`, `note://bob/${n}`, `note://carol/${n}`],
         });
-        assert.deepEqual(honored, { resourceSubscriptions: [`note://shared/${n}`] });
+        expect(honored).toStrictEqual({ resourceSubscriptions: [`note://shared/${n}`] });
       });
 
       it('still answers 401 to a wrong token on /mcp, and to a tokenless REST call', async () => {
         const wrong = await app.mcp('mallory-token', 'server/discover');
-        assert.equal(wrong.status, 401);
-        assert.match(wrong.headers.get('www-authenticate') ?? '', /^Bearer\b/i);
+        expect(wrong.status).toBe(401);
+        expect(wrong.headers.get('www-authenticate') ?? '').toMatch(/^Bearer\b/i);
         const listen = await listenRaw(app, 'mallory-token', uid('wrong'), { toolsListChanged: true });
-        assert.equal(listen.status, 401);
+        expect(listen.status).toBe(401);
         const rest = await app.api(undefined, 'GET', '/api/subscriptions/stats');
-        assert.equal(rest.status, 401);
-        assert.match(rest.headers.get('www-authenticate') ?? '', /^Bearer\b/i);
+        expect(rest.status).toBe(401);
+        expect(rest.headers.get('www-authenticate') ?? '').toMatch(/^Bearer\b/i);
       });
 
       it('registers test_trigger_tool_change and test_trigger_prompt_change, which trigger the list changes', async () => {
         const list = await app.mcp(undefined, 'tools/list');
         const names = ((list.message?.result?.tools ?? []) as { name: string }[]).map((tool) => tool.name);
-        assert.ok(names.includes('test_trigger_tool_change'), list.text);
-        assert.ok(names.includes('test_trigger_prompt_change'), list.text);
+        expect(names).toContain('test_trigger_tool_change');
+        expect(names).toContain('test_trigger_prompt_change');
         const id = uid('conformance-listen');
         const { stream, honored } = await openStream(app, undefined, id, {
           toolsListChanged: true,
           promptsListChanged: true,
         });
-        assert.deepEqual(honored, { toolsListChanged: true, promptsListChanged: true });
+        expect(honored).toStrictEqual({ toolsListChanged: true, promptsListChanged: true });
         const tool = await app.mcp(undefined, 'tools/call', { name: 'test_trigger_tool_change', arguments: {} });
-        assert.ok(tool.message?.result, tool.text);
-        assert.notEqual(tool.message.result.isError, true, tool.text);
+        expect(tool.message?.result).toBeTruthy();
+        expect(tool.message.result.isError).not.toBe(true);
         const toolEvent = await stream.event(2);
-        assert.equal(toolEvent.json.method, TOOLS);
-        assert.equal(toolEvent.json.params._meta[SUBSCRIPTION_ID], id);
+        expect(toolEvent.json.method).toBe(TOOLS);
+        expect(toolEvent.json.params._meta[SUBSCRIPTION_ID]).toBe(id);
         const prompt = await app.mcp(undefined, 'tools/call', { name: 'test_trigger_prompt_change', arguments: {} });
-        assert.ok(prompt.message?.result, prompt.text);
-        assert.notEqual(prompt.message.result.isError, true, prompt.text);
+        expect(prompt.message?.result).toBeTruthy();
+        expect(prompt.message.result.isError).not.toBe(true);
         const promptEvent = await stream.event(3);
-        assert.equal(promptEvent.json.method, PROMPTS);
-        assert.equal(promptEvent.json.params._meta[SUBSCRIPTION_ID], id);
+        expect(promptEvent.json.method).toBe(PROMPTS);
+        expect(promptEvent.json.params._meta[SUBSCRIPTION_ID]).toBe(id);
       });
 
       it('SIGINT also ends every open stream gracefully and exits 0', async () => {
         const { stream } = await openStream(app, undefined, 'interrupted', { toolsListChanged: true });
         const code = await app.stop('SIGINT', 15_000);
         await stream.end();
-        assert.equal(stream.events.at(-1)?.json?.result?.resultType, 'complete', stream.text);
-        assert.equal(code, 0);
+        expect(stream.events.at(-1)?.json?.result?.resultType).toBe('complete');
+        expect(code).toBe(0);
       });
     });
 
     it('refuses to start on an invalid KEEPALIVE_MS, MAX_SUBSCRIPTIONS or MAX_BUFFER, naming it', async () => {
       await Promise.all(
         ['KEEPALIVE_MS', 'MAX_SUBSCRIPTIONS', 'MAX_BUFFER'].map(async (variable) => {
-          await assert.rejects(startSample(kind, { [variable]: '-5' }), (error: Error) => {
-            assert.match(error.message, /exited with code [1-9]/, error.message);
-            assert.ok(error.message.includes(variable), error.message);
-            return true;
-          });
+          const started = startSample(kind, { [variable]: '-5' });
+          await expect(started).rejects.toThrow(/exited with code [1-9]/);
+          await expect(started).rejects.toThrow(variable);
         }),
       );
-    });
+    }, 60_000); // three samples starting at once (startSample allows each 30 s)
 
-    it(
-      'REDIS_URL: instances sharing one Redis each deliver every event, exactly once',
-      { todo: REDIS_TODO },
-      async (t) => {
+    // Expected to fail until the Redis bus exists (REDIS_TODO): jest reports it passed as long as its body throws.
+    it.failing(
+      `REDIS_URL: instances sharing one Redis each deliver every event, exactly once [todo: ${REDIS_TODO}]`,
+      async () => {
         const redis = await startRedis();
         if (redis === undefined) {
-          t.skip('redis-server is not installed');
-          return;
+          // node:test skipped here. A failing test cannot be skipped, and without redis-server nothing
+          // here can pass: throwing keeps this what it is today, an expected failure, and says why. When
+          // the Redis bus lands and this becomes a plain test, a missing redis-server must become a skip
+          // with its reason again (see helpers/skip.ts), not a failure.
+          throw new Error('redis-server is not installed');
         }
         const started = await Promise.allSettled([
           startSample(kind, { REDIS_URL: redis.url }),
@@ -1284,44 +1301,43 @@ for (const kind of SAMPLES) {
           const onB = await watch(b, sentinel, alice, uid('on-b'), filter);
           const bobOnB = await watch(b, sentinel, bob, uid('bob-on-b'), { resourceSubscriptions: [uri] });
 
-          assert.equal((await putNote(a, alice, 'alice', name, 'x')).status, 201);
+          expect((await putNote(a, alice, 'alice', name, 'x')).status).toBe(201);
           await sentinel.fire(a);
-          assert.deepEqual(await onA.next(), sorted([RESOURCES, `${UPDATED} ${uri}`]), 'published here');
-          assert.deepEqual(
-            await onB.next(),
-            sorted([RESOURCES, `${UPDATED} ${uri}`]),
-            'published on the other instance',
-          );
-          assert.deepEqual(await bobOnB.next(), [], 'the read check still holds across instances');
+          expect(await onA.next()).toStrictEqual(sorted([RESOURCES, `${UPDATED} ${uri}`])); // published here
+          // published on the other instance
+          expect(await onB.next()).toStrictEqual(sorted([RESOURCES, `${UPDATED} ${uri}`]));
+          expect(await bobOnB.next()).toStrictEqual([]); // the read check still holds across instances
 
-          assert.equal((await b.api(bob, 'POST', '/api/catalog/tools')).status, 202);
+          expect((await b.api(bob, 'POST', '/api/catalog/tools')).status).toBe(202);
           await sentinel.fire(b);
-          assert.deepEqual(await onA.next(), [TOOLS], 'published on the other instance');
-          assert.deepEqual(await onB.next(), [TOOLS], 'published here');
-          assert.deepEqual(await bobOnB.next(), []);
+          expect(await onA.next()).toStrictEqual([TOOLS]); // published on the other instance
+          expect(await onB.next()).toStrictEqual([TOOLS]); // published here
+          expect(await bobOnB.next()).toStrictEqual([]);
 
           // No echo: an instance does not get its own events back from Redis.
           await sentinel.fire(a);
           await sentinel.fire(b);
           for (const watcher of [onA, onB]) {
-            assert.deepEqual(await watcher.next(), []);
-            assert.deepEqual(await watcher.next(), []);
+            expect(await watcher.next()).toStrictEqual([]);
+            expect(await watcher.next()).toStrictEqual([]);
           }
         } finally {
           for (const result of started) if (result.status === 'fulfilled') await result.value.stop();
           await redis.stop();
         }
       },
+      // Two samples and a redis-server to start: give a slow start the time to report its own error.
+      90_000,
     );
 
     describe('HOST unset; shutdown', () => {
       let app: SampleApp;
-      before(async () => {
+      beforeAll(async () => {
         app = await starting.shutdown;
-      });
+      }, 60_000);
 
       it('binds 127.0.0.1 when HOST is unset', () => {
-        assert.match(app.url, /^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
+        expect(app.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
       });
 
       it('SIGTERM ends every open stream with the terminal result, then the process exits 0', async () => {
@@ -1335,15 +1351,15 @@ for (const kind of SAMPLES) {
         const code = await app.stop('SIGTERM', 15_000);
         for (const { id, stream } of open) {
           await stream.end();
-          assert.equal(stream.events.length, 2, stream.text);
+          expect(stream.events.length).toBe(2);
           const last = stream.events[1]!.json;
-          assert.equal(last.jsonrpc, '2.0');
-          assert.strictEqual(last.id, id);
-          assert.equal(last.error, undefined);
-          assert.equal(last.result.resultType, 'complete');
-          assert.strictEqual(last.result._meta[SUBSCRIPTION_ID], id);
+          expect(last.jsonrpc).toBe('2.0');
+          expect(last.id).toBe(id);
+          expect(last.error).toBe(undefined);
+          expect(last.result.resultType).toBe('complete');
+          expect(last.result._meta[SUBSCRIPTION_ID]).toBe(id);
         }
-        assert.equal(code, 0, app.stderr());
+        expect(code).toBe(0);
       });
     });
   });

@@ -3,8 +3,7 @@
  * spawned as a child process and reached over real HTTP. The client parses the listen stream itself
  * (ack, notifications, terminal result); this suite only drives it and watches what it reports.
  */
-import assert from 'node:assert/strict';
-import { after, afterEach, before, describe, it } from 'node:test';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import {
   Client,
   SdkHttpError,
@@ -27,7 +26,7 @@ const uid = (prefix: string): string => `${prefix}-${++counter}`;
 
 const clients: Client[] = [];
 
-after(stopAllSamples);
+afterAll(stopAllSamples);
 
 afterEach(async () => {
   await Promise.allSettled(clients.splice(0).map((client) => client.close()));
@@ -65,16 +64,17 @@ function record(client: Client) {
 
 async function openStreams(app: SampleApp): Promise<number> {
   const res = await app.api(TOKENS.alice, 'GET', '/api/subscriptions/stats');
-  assert.equal(res.status, 200, res.text);
+  expect(res.status).toBe(200); // res.text tells why
   return res.body.openStreams as number;
 }
 
 describe('interop: @modelcontextprotocol/client against the Express sample', () => {
   let app: SampleApp;
-  before(async () => {
+  // startSample gives up after 30 s by itself: the hook waits longer, so that its own message is the one reported.
+  beforeAll(async () => {
     app = await startSample('express');
-  });
-  after(async () => {
+  }, 60_000);
+  afterAll(async () => {
     await app?.stop();
   });
 
@@ -87,20 +87,19 @@ describe('interop: @modelcontextprotocol/client against the Express sample', () 
       resourceSubscriptions: [`note://alice/${n}`, `note://bob/${n}`, `note://shared/${n}`, `http://example.com/${n}`],
     });
     const { resourceSubscriptions, ...flags } = subscription.honoredFilter;
-    assert.deepEqual(flags, { toolsListChanged: true, resourcesListChanged: true });
-    assert.deepEqual([...(resourceSubscriptions ?? [])].sort(), [`note://alice/${n}`, `note://shared/${n}`].sort());
+    expect(flags).toStrictEqual({ toolsListChanged: true, resourcesListChanged: true });
+    expect([...(resourceSubscriptions ?? [])].sort()).toStrictEqual([`note://alice/${n}`, `note://shared/${n}`].sort());
 
     const bobClient = await connect(app, TOKENS.bob);
     const bobs = await bobClient.listen({ promptsListChanged: true, resourceSubscriptions: [`note://alice/${n}`] });
-    assert.deepEqual(bobs.honoredFilter, { promptsListChanged: true });
+    expect(bobs.honoredFilter).toStrictEqual({ promptsListChanged: true });
   });
 
   it('list changes and resource updates from the REST API reach setNotificationHandler', async () => {
     const n = uid('events');
     const mine = `note://alice/${n}`;
     const sentinel = `note://shared/sentinel-${n}`;
-    assert.equal(
-      (await app.api(TOKENS.carol, 'PUT', `/api/notes/shared/sentinel-${n}`, { text: 'created' })).status,
+    expect((await app.api(TOKENS.carol, 'PUT', `/api/notes/shared/sentinel-${n}`, { text: 'created' })).status).toBe(
       201,
     );
     const client = await connect(app, TOKENS.alice);
@@ -111,17 +110,16 @@ describe('interop: @modelcontextprotocol/client against the Express sample', () 
       resourceSubscriptions: [mine, sentinel, `note://bob/${n}`],
     });
 
-    assert.equal((await app.api(TOKENS.alice, 'PUT', `/api/notes/alice/${n}`, { text: 'one' })).status, 201);
-    assert.equal((await app.api(TOKENS.bob, 'PUT', `/api/notes/bob/${n}`, { text: 'not for alice' })).status, 201);
-    assert.equal((await app.api(TOKENS.bob, 'POST', '/api/catalog/tools')).status, 202);
-    assert.equal((await app.api(TOKENS.bob, 'POST', '/api/catalog/prompts')).status, 202);
+    expect((await app.api(TOKENS.alice, 'PUT', `/api/notes/alice/${n}`, { text: 'one' })).status).toBe(201);
+    expect((await app.api(TOKENS.bob, 'PUT', `/api/notes/bob/${n}`, { text: 'not for alice' })).status).toBe(201);
+    expect((await app.api(TOKENS.bob, 'POST', '/api/catalog/tools')).status).toBe(202);
+    expect((await app.api(TOKENS.bob, 'POST', '/api/catalog/prompts')).status).toBe(202);
     // The sentinel: an update alice does want, after everything above.
-    assert.equal((await app.api(TOKENS.carol, 'PUT', `/api/notes/shared/sentinel-${n}`, { text: 'tick' })).status, 200);
+    expect((await app.api(TOKENS.carol, 'PUT', `/api/notes/shared/sentinel-${n}`, { text: 'tick' })).status).toBe(200);
     await eventually(() => seen.lines.includes(`notifications/resources/updated ${sentinel}`), 'the sentinel update');
 
     const beforeSentinel = seen.lines.slice(0, seen.lines.indexOf(`notifications/resources/updated ${sentinel}`));
-    assert.deepEqual(
-      beforeSentinel.sort(),
+    expect(beforeSentinel.sort()).toStrictEqual(
       [
         'notifications/resources/list_changed', // alice's create
         `notifications/resources/updated ${mine}`,
@@ -130,7 +128,7 @@ describe('interop: @modelcontextprotocol/client against the Express sample', () 
       ].sort(),
     );
     for (const message of seen.messages) {
-      assert.match(String(message.params?._meta?.[SUBSCRIPTION_ID]), /^listen:/, JSON.stringify(message));
+      expect(String(message.params?._meta?.[SUBSCRIPTION_ID])).toMatch(/^listen:/);
     }
     await subscription.close();
   });
@@ -141,7 +139,7 @@ describe('interop: @modelcontextprotocol/client against the Express sample', () 
     const subscription: McpSubscription = await client.listen({ toolsListChanged: true });
     await eventually(async () => (await openStreams(app)) === 1, 'the stream open on the server');
     await subscription.close();
-    assert.equal(await subscription.closed, 'local');
+    expect(await subscription.closed).toBe('local');
     await eventually(async () => (await openStreams(app)) === 0, 'the stream freed on the server');
   });
 
@@ -151,16 +149,15 @@ describe('interop: @modelcontextprotocol/client against the Express sample', () 
     const subscription = await client.listen({ toolsListChanged: true, resourceSubscriptions: ['note://alice/bye'] });
     const other = await connect(small, TOKENS.bob);
     // The client surfaces a non-400 error response as an SdkHttpError carrying the status and the body.
-    await assert.rejects(other.listen({ toolsListChanged: true }), (error: any) => {
-      assert.ok(error instanceof SdkHttpError, String(error));
-      assert.equal(error.status, 503);
-      const body = JSON.parse(String(error.data.text));
-      assert.equal(body.error.code, -32603);
-      assert.equal(body.error.message, 'Subscription limit reached');
-      return true;
-    });
+    const refused = other.listen({ toolsListChanged: true });
+    await expect(refused).rejects.toBeInstanceOf(SdkHttpError);
+    const error = (await refused.catch((reason: unknown) => reason)) as SdkHttpError;
+    expect(error.status).toBe(503);
+    const body = JSON.parse(String(error.data.text));
+    expect(body.error.code).toBe(-32603);
+    expect(body.error.message).toBe('Subscription limit reached');
     const exitCode = small.stop('SIGTERM', 15_000);
-    assert.equal(await subscription.closed, 'graceful');
-    assert.equal(await exitCode, 0, small.stderr());
+    expect(await subscription.closed).toBe('graceful');
+    expect(await exitCode).toBe(0); // small.stderr() tells why
   });
 });

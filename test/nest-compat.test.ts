@@ -6,12 +6,11 @@
  * modules only) is compiled to ES modules and loads it through `import`. Both compile with decorator
  * metadata, as `nest build` does, so their services get the hub injected by type.
  */
-import assert from 'node:assert/strict';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { after, before, describe, it } from 'node:test';
 import { REPO_ROOT } from './helpers/sample-app.ts';
 import { listen, listenBody, listenHeaders, post, type SseStream } from './helpers/sse.ts';
 
@@ -23,16 +22,21 @@ let packDir: string | undefined;
 const children = new Set<ChildProcess>();
 const streams: SseStream[] = [];
 
-before(() => {
+// `npm pack` builds the package twice (ESM and CommonJS) before it packs: give it minutes on a busy machine.
+const PACK_TIMEOUT_MS = 300_000;
+// A first run installs each fixture's own Nest with `npm ci`, then compiles and starts the app.
+const FIXTURE_TIMEOUT_MS = 600_000;
+
+beforeAll(() => {
   packDir = mkdtempSync(path.join(tmpdir(), 'mcp-subscriptions-pack-'));
   // `npm pack` runs `prepack` (npm run build): the ESM and the CommonJS builds, as published.
   execFileSync('npm', ['pack', '--silent', '--pack-destination', packDir], { cwd: REPO_ROOT, stdio: 'ignore' });
   const tarball = readdirSync(packDir).find((name) => name.endsWith('.tgz'));
-  assert.ok(tarball, 'npm pack wrote a tarball');
-  packed = path.join(packDir, tarball);
-});
+  expect(tarball).toBeTruthy(); // npm pack wrote a tarball
+  packed = path.join(packDir, tarball!);
+}, PACK_TIMEOUT_MS);
 
-after(() => {
+afterAll(() => {
   for (const stream of streams.splice(0)) stream.close();
   for (const child of children) child.kill('SIGKILL');
   if (packDir !== undefined) rmSync(packDir, { recursive: true, force: true });
@@ -90,7 +94,7 @@ async function exercise(app: RunningFixture): Promise<void> {
   const refused = await post(app.url, listenBody('nobody', { toolsListChanged: true }), listenHeaders());
   streams.push(refused);
   await refused.end();
-  assert.equal(refused.status, 401, 'the global guard runs on the listen route');
+  expect(refused.status).toBe(401); // the global guard runs on the listen route
 
   const stream = await listen(
     app.url,
@@ -99,45 +103,53 @@ async function exercise(app: RunningFixture): Promise<void> {
     bearer('alice-token'),
   );
   streams.push(stream);
-  assert.equal(stream.status, 200, stream.text);
+  expect(stream.status).toBe(200);
   const ack = (await stream.event(1)).json;
-  assert.deepEqual(ack.params.notifications, { resourceSubscriptions: ['note://alice/a'] }, 'the read guard decided');
+  expect(ack.params.notifications).toStrictEqual({ resourceSubscriptions: ['note://alice/a'] }); // the read guard decided
 
   const other = await fetch(app.url, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...bearer('alice-token') },
     body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }),
   });
-  assert.equal(((await other.json()) as { host?: boolean }).host, true, 'everything else reaches the host route');
+  expect(((await other.json()) as { host?: boolean }).host).toBe(true); // everything else reaches the host route
 
   // The host service got the hub injected by type, and publishes through it.
   const saved = await fetch(new URL('/notes/a', app.url), { method: 'POST', headers: bearer('alice-token') });
-  assert.equal(saved.status, 201);
+  expect(saved.status).toBe(201);
   const update = (await stream.event(2)).json;
-  assert.equal(update.method, 'notifications/resources/updated');
-  assert.equal(update.params.uri, 'note://alice/a');
+  expect(update.method).toBe('notifications/resources/updated');
+  expect(update.params.uri).toBe('note://alice/a');
 
   app.child.kill('SIGTERM');
   await stream.end();
-  assert.equal(stream.events.at(-1)?.json?.result?.resultType, 'complete', 'app.close() ended the stream');
-  assert.equal(await app.exited, 0);
+  expect(stream.events.at(-1)?.json?.result?.resultType).toBe('complete'); // app.close() ended the stream
+  expect(await app.exited).toBe(0);
 }
 
 describe('NestJS 11 and 12, CommonJS and ES modules, from the built package', () => {
-  it('Nest 11, a CommonJS app: require() loads the CommonJS build, and both builds agree in one process', async () => {
-    prepare('nest11');
-    const app = await run('nest11');
-    assert.match(app.banner, /format=commonjs nest=11\.\d+\.\d+ /);
-    assert.match(app.banner, /loaded=\S*node_modules\/mcp-subscriptions\/dist\/cjs\/adapters\/nest\/index\.js /);
-    assert.match(app.banner, /copiesAgree=true/, 'errors are told apart by code across the two copies');
-    await exercise(app);
-  });
+  it(
+    'Nest 11, a CommonJS app: require() loads the CommonJS build, and both builds agree in one process',
+    async () => {
+      prepare('nest11');
+      const app = await run('nest11');
+      expect(app.banner).toMatch(/format=commonjs nest=11\.\d+\.\d+ /);
+      expect(app.banner).toMatch(/loaded=\S*node_modules\/mcp-subscriptions\/dist\/cjs\/adapters\/nest\/index\.js /);
+      expect(app.banner).toMatch(/copiesAgree=true/); // errors are told apart by code across the two copies
+      await exercise(app);
+    },
+    FIXTURE_TIMEOUT_MS,
+  );
 
-  it('Nest 12, an ES module app: import loads the ES module build', async () => {
-    prepare('nest12');
-    const app = await run('nest12');
-    assert.match(app.banner, /format=module nest=12\.\d+\.\d+ /);
-    assert.match(app.banner, /loaded=file:\S*node_modules\/mcp-subscriptions\/dist\/adapters\/nest\/index\.js/);
-    await exercise(app);
-  });
+  it(
+    'Nest 12, an ES module app: import loads the ES module build',
+    async () => {
+      prepare('nest12');
+      const app = await run('nest12');
+      expect(app.banner).toMatch(/format=module nest=12\.\d+\.\d+ /);
+      expect(app.banner).toMatch(/loaded=file:\S*node_modules\/mcp-subscriptions\/dist\/adapters\/nest\/index\.js/);
+      await exercise(app);
+    },
+    FIXTURE_TIMEOUT_MS,
+  );
 });
