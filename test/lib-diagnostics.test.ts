@@ -16,7 +16,7 @@ const SECRETS = [
   'task-secret-delta',
 ];
 
-/** What `t.after` registered under node:test: run after the test, pass or fail. */
+/** Cleanups a test registers (diagnostics unsubscribes): run after it, pass or fail. */
 const cleanups: Array<() => unknown> = [];
 afterEach(() => {
   for (const cleanup of cleanups.splice(0)) cleanup();

@@ -74,7 +74,7 @@ function setup(
   };
 }
 
-/** What `t.after` registered under node:test: run after the test, pass or fail. */
+/** Cleanups a test registers (diagnostics unsubscribes): run after it, pass or fail. */
 const cleanups: Array<() => unknown> = [];
 afterEach(() => {
   jest.useRealTimers();
@@ -82,8 +82,7 @@ afterEach(() => {
 });
 
 /**
- * node:test's `t.mock.timers.enable({ apis: ['setTimeout'] })`: setTimeout and clearTimeout are fake,
- * everything else (Date, nextTick, setImmediate, microtasks, intervals...) stays real.
+ * Fake setTimeout and clearTimeout only (the engine's check timeouts); everything else (Date, nextTick, setImmediate, microtasks, intervals...) stays real.
  */
 function fakeSetTimeoutOnly(): void {
   jest.useFakeTimers({

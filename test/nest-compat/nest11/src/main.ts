@@ -94,10 +94,18 @@ class AppModule {}
 async function main(): Promise<void> {
   // Both copies in one process: this one (CommonJS) and the ES module one agree on error codes.
   const esm = await import('mcp-subscriptions');
+  const thrownBy = (fn: () => unknown): unknown => {
+    try {
+      fn();
+    } catch (error) {
+      return error;
+    }
+    return undefined;
+  };
   const copiesAgree =
     (esm.SubscriptionHub as unknown) !== SubscriptionHub &&
-    hasErrorCode(new esm.OptionsError('x'), ErrorCode.InvalidOption) &&
-    esm.hasErrorCode(new (require('mcp-subscriptions').OptionsError)('x'), esm.ErrorCode.InvalidOption);
+    hasErrorCode(thrownBy(() => new esm.SubscriptionHub({ maxBufer: 1 } as never)), ErrorCode.UnknownOption) &&
+    esm.hasErrorCode(thrownBy(() => new SubscriptionHub({ maxBufer: 1 } as never)), esm.ErrorCode.UnknownOption);
   const nest = require('@nestjs/core/package.json').version;
   console.log(
     `format=commonjs nest=${nest} loaded=${require.resolve('mcp-subscriptions/nest')} copiesAgree=${copiesAgree}`,
