@@ -104,8 +104,14 @@ async function main(): Promise<void> {
   };
   const copiesAgree =
     (esm.SubscriptionHub as unknown) !== SubscriptionHub &&
-    hasErrorCode(thrownBy(() => new esm.SubscriptionHub({ maxBufer: 1 } as never)), ErrorCode.UnknownOption) &&
-    esm.hasErrorCode(thrownBy(() => new SubscriptionHub({ maxBufer: 1 } as never)), esm.ErrorCode.UnknownOption);
+    hasErrorCode(
+      thrownBy(() => new esm.SubscriptionHub({ maxBufer: 1 } as never)),
+      ErrorCode.UnknownOption,
+    ) &&
+    esm.hasErrorCode(
+      thrownBy(() => new SubscriptionHub({ maxBufer: 1 } as never)),
+      esm.ErrorCode.UnknownOption,
+    );
   const nest = require('@nestjs/core/package.json').version;
   console.log(
     `format=commonjs nest=${nest} loaded=${require.resolve('mcp-subscriptions/nest')} copiesAgree=${copiesAgree}`,
