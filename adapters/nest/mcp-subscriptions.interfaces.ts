@@ -33,6 +33,12 @@ export type McpRequest = IncomingMessage & {
 /** What a check or hook is told: the caller's principal, the request, and an abort signal. */
 export type McpCheckContext = CheckContext<McpRequest>;
 
+/** The class and method the host's guards see (`context.getClass()`, `getHandler()`) when they decide a URI. */
+export interface McpReadContext {
+  /** What a guard's `canActivate` guards here: the `resources/read` of one URI. Never called by a client. */
+  resourcesRead(): boolean;
+}
+
 /** A provider that decides whether the caller may read a URI: the alternative to reusing guards. */
 export interface McpResourceReadCheck {
   /** Only `true` admits the URI; `false`, a throw, a rejection or a timeout leaves it out silently. */

@@ -4,9 +4,9 @@
  */
 import type { Provider, Type } from '@nestjs/common';
 import { SubscriptionHub } from '../../lib/internal.ts';
-import type { McpReadContext } from './mcp-subscriptions.controller.ts';
 import { MCP_SUBSCRIPTIONS_OPTIONS, MCP_SUBSCRIPTIONS_READ_CONTEXT } from './mcp-subscriptions.constants.ts';
 import type {
+  McpReadContext,
   McpSubscriptionsModuleAsyncOptions,
   McpSubscriptionsOptions,
   McpSubscriptionsOptionsFactory,

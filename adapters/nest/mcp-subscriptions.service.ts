@@ -28,9 +28,13 @@ import {
   type NodeServeOptions,
   type ResourceCheck,
 } from '../../lib/internal.ts';
-import type { McpReadContext } from './mcp-subscriptions.controller.ts';
 import { MCP_SUBSCRIPTIONS_OPTIONS, MCP_SUBSCRIPTIONS_READ_CONTEXT } from './mcp-subscriptions.constants.ts';
-import type { McpCheckContext, McpRequest, McpSubscriptionsOptions } from './mcp-subscriptions.interfaces.ts';
+import type {
+  McpCheckContext,
+  McpReadContext,
+  McpRequest,
+  McpSubscriptionsOptions,
+} from './mcp-subscriptions.interfaces.ts';
 import { checkModuleOptions, hookSource, type HookSource } from './mcp-subscriptions.options.ts';
 import { detachedResponse, envelopeOf, readRequest, type ListenEnvelope } from './read-probe.ts';
 import { placeListenRoute } from './route-order.ts';
