@@ -665,3 +665,140 @@ describe('NestJS module: unknown keys are refused with a suggestion', () => {
     });
   }
 });
+
+@Injectable()
+class DecoratedWithoutMethod {
+  canReadUri(): boolean {
+    return true;
+  }
+}
+
+class PlainWithoutMethod {
+  check(): boolean {
+    return true;
+  }
+}
+
+class EmptyPlain {}
+
+// Classes as a compiler targeting ES5 emits them: constructor functions, methods on the prototype.
+function LegacyWithoutMethod(): void {}
+LegacyWithoutMethod.prototype.check = function check(): boolean {
+  return true;
+};
+
+// Decorated, but no method at all: only its metadata tells it from a function.
+function LegacyDecorated(): void {}
+Injectable()(LegacyDecorated);
+
+// A subclass without methods of its own.
+function LegacySubclass(): void {}
+LegacySubclass.prototype = Object.create(PlainWithoutMethod.prototype);
+LegacySubclass.prototype.constructor = LegacySubclass;
+
+// Babel's down-levelled classes have a read-only prototype.
+function BabelClass(): void {}
+Object.defineProperty(BabelClass, 'prototype', { writable: false });
+
+function LegacyReadCheck(): void {}
+LegacyReadCheck.prototype.canRead = function canRead(uri: string): boolean {
+  return uri.endsWith('/legacy');
+};
+
+@Injectable()
+class ReadCheck {
+  canRead(uri: string): boolean {
+    return uri.endsWith('/provider');
+  }
+}
+
+describe('NestJS module: a hook given as a class must have the hook’s method', () => {
+  const base: McpSubscriptionsModuleOptions = {
+    capabilities: { ...CAPABILITIES, tasks: true },
+    canAccessTask: () => true,
+  };
+  const classes: [string, unknown][] = [
+    ['a decorated class', DecoratedWithoutMethod],
+    ['a plain class', PlainWithoutMethod],
+    ['an empty plain class', EmptyPlain],
+    ['a class compiled to ES5', LegacyWithoutMethod],
+    ['a decorated class compiled to ES5, with no method', LegacyDecorated],
+    ['a subclass compiled to ES5', LegacySubclass],
+    ['a class down-levelled by Babel', BabelClass],
+  ];
+  for (const hook of ['canRead', 'handleSubscribeResource', 'canAccessTask'] as const) {
+    for (const [kind, value] of classes) {
+      const name = (value as { name: string }).name;
+      const message = new RegExp(
+        `^mcp-subscriptions: Expected \`${hook}\` to be a function or a provider with a \`${hook}\\(\\)\` method, got the class \`${name}\`, which has no \`${hook}\\(\\)\` method$`,
+      );
+      it(`${hook} as ${kind} without ${hook}(): forRoot() throws, naming the class and the method`, () => {
+        throwsWithOption(
+          () => McpSubscriptionsModule.forRoot({ ...base, [hook]: value as never }),
+          message,
+          ErrorCode.InvalidHook,
+        );
+      });
+    }
+  }
+
+  for (const [kind, value] of classes.slice(0, 2)) {
+    it(`${kind} without the method, returned by a factory: the app fails to start`, async () => {
+      const definition = McpSubscriptionsModule.forRootAsync({
+        useFactory: () => ({ ...base, canRead: value as never }),
+      });
+      await rejectsWithOption(
+        compile(definition),
+        /Expected `canRead` to be a function or a provider with a `canRead\(\)` method, got the class `\w+`, which has no `canRead\(\)` method/,
+        ErrorCode.InvalidHook,
+      );
+    });
+  }
+
+  const context = { principal: 'alice', request: {} as never, signal: new AbortController().signal };
+
+  it('a function of any kind is the hook itself: an arrow, a function, an async function, a bound function', async () => {
+    function handleSubscribeResource(uri: string): boolean {
+      return uri.endsWith('/function');
+    }
+    const moduleRef = await compile(
+      McpSubscriptionsModule.forRoot({
+        capabilities: { ...CAPABILITIES, tasks: true },
+        canRead: (uri) => uri.startsWith('note://'),
+        handleSubscribeResource,
+        canAccessTask: async function (this: { owner: string }, taskId: string) {
+          await Promise.resolve();
+          return taskId === this.owner;
+        }.bind({ owner: 'task-1' }),
+      }),
+    );
+    await moduleRef.init();
+    const { options } = moduleRef.get(McpSubscriptionsService).handler;
+    expect(await options.canRead?.('note://a', context)).toBe(true);
+    expect(await options.canRead?.('file://a', context)).toBe(false);
+    expect(await options.handleSubscribeResource?.('note://a/function', context)).toBe(true);
+    expect(await options.handleSubscribeResource?.('note://a/other', context)).toBe(false);
+    expect(await options.canAccessTask?.('task-1', context)).toBe(true);
+    expect(await options.canAccessTask?.('task-2', context)).toBe(false);
+    await moduleRef.close();
+  });
+
+  it('a class with the method is a provider, resolved at init, however it was compiled', async () => {
+    @Module({ providers: [ReadCheck, LegacyReadCheck as never], exports: [ReadCheck, LegacyReadCheck as never] })
+    class ChecksModule {}
+    for (const [check, admitted] of [
+      [ReadCheck, 'note://a/provider'],
+      [LegacyReadCheck, 'note://a/legacy'],
+    ] as const) {
+      const moduleRef = await compile(
+        McpSubscriptionsModule.forRoot({ capabilities: CAPABILITIES, canRead: check as never }),
+        ChecksModule,
+      );
+      await moduleRef.init();
+      const { options } = moduleRef.get(McpSubscriptionsService).handler;
+      expect(await options.canRead?.(admitted, context)).toBe(true);
+      expect(await options.canRead?.('note://a/other', context)).toBe(false);
+      await moduleRef.close();
+    }
+  });
+});

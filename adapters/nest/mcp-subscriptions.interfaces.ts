@@ -59,7 +59,9 @@ export interface McpTaskAccessCheck {
 /**
  * A hook given either as a function (as to the Express middleware) or as the injection token of a
  * provider with the method of the same name. A token is resolved from the whole application when the
- * module initializes, so the provider may depend on services that themselves inject the hub.
+ * module initializes, so the provider may depend on services that themselves inject the hub. A class
+ * is always a token, never a function to call: one without the hook's method is refused with an
+ * `OptionsError` (`ERR_MCP_SUBSCRIPTIONS_INVALID_HOOK`) when the options are validated.
  */
 export type McpHook<Provider> = ResourceCheck<McpRequest> | Type<Provider> | string | symbol;
 

@@ -298,16 +298,23 @@ export type HookSource =
   | { readonly kind: 'provider'; readonly token: string | symbol | Type<unknown> };
 
 /**
- * Tells a function hook from a provider token. A class whose prototype has the hook's method is a
- * provider's token; any other function is the hook itself.
+ * Tells a function hook from a provider token. A string, a symbol or a class is a provider's token,
+ * and a class must have the hook's method (a class called as a function would fail at every URI); any
+ * other function is the hook itself.
  */
 export function hookSource(name: HookName, value: unknown): HookSource {
   if (value === undefined) return { kind: 'none' };
   if (typeof value === 'string' || typeof value === 'symbol') return { kind: 'provider', token: value };
   if (typeof value === 'function') {
-    const prototype = (value as { prototype?: Record<string, unknown> }).prototype;
-    if (typeof prototype?.[name] === 'function') return { kind: 'provider', token: value as Type<unknown> };
-    return { kind: 'function', check: value as ResourceCheck<McpRequest> };
+    if (!isClass(value)) return { kind: 'function', check: value as ResourceCheck<McpRequest> };
+    const method = (value as { prototype?: Record<string, unknown> }).prototype?.[name];
+    if (typeof method !== 'function') {
+      throw new OptionsError(
+        ErrorCode.InvalidHook,
+        `Expected \`${name}\` to be a function or a provider with a \`${name}()\` method, got the class \`${tokenName(value)}\`, which has no \`${name}()\` method`,
+      );
+    }
+    return { kind: 'provider', token: value as Type<unknown> };
   }
   throw new OptionsError(
     ErrorCode.InvalidHook,
