@@ -42,8 +42,9 @@ export type HookName = 'canRead' | 'handleSubscribeResource' | 'canAccessTask';
 
 const HOOK_NAMES: readonly HookName[] = ['canRead', 'handleSubscribeResource', 'canAccessTask'];
 
-export const FOR_ROOT = 'McpSubscriptionsModule.forRoot()';
-export const FOR_ROOT_ASYNC = 'McpSubscriptionsModule.forRootAsync()';
+// The entry points, as messages name them.
+const FOR_ROOT = 'McpSubscriptionsModule.forRoot()';
+const FOR_ROOT_ASYNC = 'McpSubscriptionsModule.forRootAsync()';
 
 /** The extras of the module definition: what shapes the module. */
 const ROUTE_OPTION_KEYS = optionKeys<McpSubscriptionsRouteOptions>({ path: true, guards: true, isGlobal: true });
@@ -132,6 +133,8 @@ function withNearMisses(options: object, known: readonly string[], hints: Hints)
 export interface OptionsSource {
   /** Names the options in unknown-key messages: `Unknown option \`x\` of <where>`. */
   readonly where: string;
+  /** Names the options as a whole: `Expected <subject> to be an object`. */
+  readonly subject: string;
   /** Keys the source takes besides the module options (the extras, for `forRoot()`). */
   readonly extraKeys: readonly string[];
   /** Keys that belong elsewhere, each with a hint saying where. */
@@ -141,6 +144,7 @@ export interface OptionsSource {
 /** The options of `forRoot()`. */
 export const FOR_ROOT_SOURCE: OptionsSource = Object.freeze({
   where: FOR_ROOT,
+  subject: `the options of ${FOR_ROOT}`,
   extraKeys: ROUTE_OPTION_KEYS,
   elsewhere: { ...HUB_HINTS, ...ASYNC_ONLY_HINTS },
 });
@@ -152,7 +156,12 @@ export function factorySource(options: McpSubscriptionsModuleAsyncOptions): Opti
     options.useFactory !== undefined || factory === undefined
       ? `the options returned by the useFactory of ${FOR_ROOT_ASYNC}`
       : `the options returned by ${tokenName(factory)}.${OPTIONS_FACTORY_METHOD}()`;
-  return Object.freeze({ where, extraKeys: [], elsewhere: { ...HUB_HINTS, ...ROUTE_HINTS, ...ASYNC_ONLY_HINTS } });
+  return Object.freeze({
+    where,
+    subject: where,
+    extraKeys: [],
+    elsewhere: { ...HUB_HINTS, ...ROUTE_HINTS, ...ASYNC_ONLY_HINTS },
+  });
 }
 
 /** A token as messages name it: a class by its name, anything else as `String()` shows it. */
@@ -362,7 +371,7 @@ const STAND_IN_HOOK: ResourceCheck<McpRequest> = () => false;
  */
 export function resolveModuleOptions(options: unknown, source: OptionsSource): ResolvedModuleOptions {
   const { where } = source;
-  optionsObject(options, where.startsWith('the options') ? where : `the options of ${where}`);
+  optionsObject(options, source.subject);
   const given = options as McpSubscriptionsOptions;
   const known = [...LISTEN_OPTION_KEYS, ...NEST_KEYS, ...source.extraKeys];
   const scope: ListenOptionsScope = {
