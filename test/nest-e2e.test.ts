@@ -12,7 +12,7 @@ import { from, lastValueFrom, take, toArray } from 'rxjs';
 import { SubscriptionHub, type SubscriptionEvent } from 'mcp-subscriptions';
 import { fromHub, publishTo, type McpCheckContext } from 'mcp-subscriptions/nest';
 import { recordingLogger } from './helpers/fake-response.ts';
-import { bearer, startNestApp, type NestTestApp } from './helpers/nest-apps.ts';
+import { bearer, ReadGuard, startNestApp, type NestTestApp } from './helpers/nest-apps.ts';
 import { mcpRequest, REPO_ROOT } from './helpers/sample-app.ts';
 import { listen, listenBody, listenHeaders, post, type SseStream } from './helpers/sse.ts';
 
@@ -174,6 +174,49 @@ describe('NestJS module: the listen route behind the app guards', () => {
     expect(app.url).toMatch(/\/api\/mcp$/);
     const { honored } = await open(app, 'alice-token', 'prefixed', { toolsListChanged: true });
     expect(honored).toStrictEqual({ toolsListChanged: true });
+  });
+});
+
+describe('NestJS module: forRootAsync() with the extras that shape it', () => {
+  it('path and guards put the listen route on that path, behind those guards, with the factory’s options', async () => {
+    const app = await start({
+      module: {
+        async: {
+          path: '/rpc',
+          guards: [ReadGuard],
+          useFactory: () => ({ capabilities: { resourceSubscriptions: true }, keepAliveMs: false }),
+        },
+      },
+    });
+    const rpcUrl = `${app.baseUrl}/rpc`;
+    const stream = await listen(
+      rpcUrl,
+      'on-rpc',
+      { resourceSubscriptions: ['note://alice/a', 'note://bob/b'] },
+      bearer('alice-token'),
+    );
+    streams.push(stream);
+    expectToBe(stream.status, 200, stream.text);
+    const ack = (await stream.event(1)).json;
+    // The read guard given as `guards` decided each URI.
+    expect(ack.params.notifications).toStrictEqual({ resourceSubscriptions: ['note://alice/a'] });
+    const reads = app.guardCalls.filter((call) => call.guard === 'ReadGuard' && call.method === 'resources/read');
+    expect(reads.map((call) => [call.className, call.uri])).toStrictEqual([
+      ['McpSubscriptionsReadContext', 'note://alice/a'],
+      ['McpSubscriptionsReadContext', 'note://bob/b'],
+    ]);
+    // The factory's capabilities: tool list changes are not offered.
+    const narrowed = await listen(rpcUrl, 'tools', { toolsListChanged: true }, bearer('alice-token'));
+    streams.push(narrowed);
+    expect((await narrowed.event(1)).json.params.notifications).toStrictEqual({});
+    // On /mcp there is no listen route: the host's controller gets the request.
+    const onMcp = await postJson(
+      app.url,
+      listenBody('on-mcp', { toolsListChanged: true }),
+      listenHeaders(bearer('alice-token')),
+    );
+    expect(onMcp.json?.host).toBe(true);
+    expect(app.hub.stats().opened).toBe(2);
   });
 });
 

@@ -5,7 +5,6 @@
  */
 export { McpSubscriptionsModule } from './mcp-subscriptions.module.ts';
 export { McpSubscriptionsService } from './mcp-subscriptions.service.ts';
-export type { McpReadContext } from './mcp-subscriptions.controller.ts';
 export {
   DEFAULT_MCP_PATH,
   MCP_SUBSCRIPTIONS_OPTIONS,
@@ -15,6 +14,7 @@ export {
 export type {
   McpCheckContext,
   McpHook,
+  McpReadContext,
   McpRequest,
   McpResourceReadCheck,
   McpSubscribeResourceHandler,

@@ -2,9 +2,19 @@
  * Injection tokens and metadata keys of the NestJS module. Symbols are registered with `Symbol.for()`,
  * so that an ESM and a CommonJS copy of the package in one process still name the same provider.
  */
+import type { McpSubscriptionsOptionsFactory } from './mcp-subscriptions.interfaces.ts';
 
-/** The options given to `forRoot()`, or returned by the `forRootAsync()` factory. */
+/**
+ * The options given to `forRoot()` (without `path`, `guards` and `isGlobal`), or returned by the
+ * `forRootAsync()` factory: the `ConfigurableModuleBuilder`'s options token.
+ */
 export const MCP_SUBSCRIPTIONS_OPTIONS: unique symbol = Symbol.for('mcp-subscriptions:options');
+
+/** The same options once validated, with defaults applied (internal: the hub and the service inject it). */
+export const MCP_SUBSCRIPTIONS_RESOLVED_OPTIONS: unique symbol = Symbol.for('mcp-subscriptions:resolved-options');
+
+/** The method `forRootAsync({ useClass })` and `forRootAsync({ useExisting })` call for the options. */
+export const OPTIONS_FACTORY_METHOD = 'createMcpSubscriptionsOptions' satisfies keyof McpSubscriptionsOptionsFactory;
 
 /** The provider whose class and method the host's guards see when they decide a URI (see the module docs). */
 export const MCP_SUBSCRIPTIONS_READ_CONTEXT: unique symbol = Symbol.for('mcp-subscriptions:read-context');

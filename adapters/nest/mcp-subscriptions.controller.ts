@@ -19,16 +19,10 @@ import {
   type Type,
 } from '@nestjs/common';
 import { MCP_SUBSCRIPTIONS_ROUTE } from './mcp-subscriptions.constants.ts';
-import type { McpRequest } from './mcp-subscriptions.interfaces.ts';
+import type { McpReadContext, McpRequest } from './mcp-subscriptions.interfaces.ts';
 import { McpSubscriptionsService } from './mcp-subscriptions.service.ts';
 
 type Guards = readonly (Type<CanActivate> | CanActivate)[];
-
-/** The class and method the host's guards see (`context.getClass()`, `getHandler()`) when they decide a URI. */
-export interface McpReadContext {
-  /** What a guard's `canActivate` guards here: the `resources/read` of one URI. Never called by a client. */
-  resourcesRead(): boolean;
-}
 
 /**
  * A controller with one route, `POST <path>`, behind the global guards and `guards`, exactly like any

@@ -33,6 +33,12 @@ export type McpRequest = IncomingMessage & {
 /** What a check or hook is told: the caller's principal, the request, and an abort signal. */
 export type McpCheckContext = CheckContext<McpRequest>;
 
+/** The class and method the host's guards see (`context.getClass()`, `getHandler()`) when they decide a URI. */
+export interface McpReadContext {
+  /** What a guard's `canActivate` guards here: the `resources/read` of one URI. Never called by a client. */
+  resourcesRead(): boolean;
+}
+
 /** A provider that decides whether the caller may read a URI: the alternative to reusing guards. */
 export interface McpResourceReadCheck {
   /** Only `true` admits the URI; `false`, a throw, a rejection or a timeout leaves it out silently. */
@@ -53,7 +59,9 @@ export interface McpTaskAccessCheck {
 /**
  * A hook given either as a function (as to the Express middleware) or as the injection token of a
  * provider with the method of the same name. A token is resolved from the whole application when the
- * module initializes, so the provider may depend on services that themselves inject the hub.
+ * module initializes, so the provider may depend on services that themselves inject the hub. A class
+ * is always a token, never a function to call: one without the hook's method is refused with an
+ * `OptionsError` (`ERR_MCP_SUBSCRIPTIONS_INVALID_HOOK`) when the options are validated.
  */
 export type McpHook<Provider> = ResourceCheck<McpRequest> | Type<Provider> | string | symbol;
 
@@ -101,7 +109,11 @@ export interface McpSubscriptionsOptions extends Omit<
   readonly maxBodyBytes?: number;
 }
 
-/** Options that shape the module itself, given to `forRoot()` and `forRootAsync()` alike (not to a factory). */
+/**
+ * Options that shape the module itself (its listen route, the guards on it, its scope): the
+ * `ConfigurableModuleBuilder` extras, given to `forRoot()` and `forRootAsync()` alike, never returned
+ * by a factory.
+ */
 export interface McpSubscriptionsRouteOptions {
   /**
    * The host's MCP path. The listen route is a controller route on it (under the global prefix, like
@@ -121,24 +133,42 @@ export interface McpSubscriptionsRouteOptions {
   readonly isGlobal?: boolean;
 }
 
-/** Options of `McpSubscriptionsModule.forRoot()`. */
+/** Options of `McpSubscriptionsModule.forRoot()`. Unknown keys are refused when `forRoot()` is called. */
 export interface McpSubscriptionsModuleOptions extends McpSubscriptionsOptions, McpSubscriptionsRouteOptions {}
 
-/** A class that provides the options, for `forRootAsync({ useClass })` and `forRootAsync({ useExisting })`. */
+/**
+ * A class that provides the options, for `forRootAsync({ useClass })` and `forRootAsync({ useExisting })`
+ * (the builder's options factory, with this method name).
+ */
 export interface McpSubscriptionsOptionsFactory {
+  /** The options, as `forRoot()` would take them without `path`, `guards` and `isGlobal`. */
   createMcpSubscriptionsOptions(): McpSubscriptionsOptions | Promise<McpSubscriptionsOptions>;
 }
 
-/** Options of `McpSubscriptionsModule.forRootAsync()`: one of `useFactory`, `useClass`, `useExisting`. */
+/**
+ * Options of `McpSubscriptionsModule.forRootAsync()`: exactly one of `useFactory`, `useClass`,
+ * `useExisting` provides the options; `path`, `guards` and `isGlobal` shape the module, so they are
+ * given here. Unknown keys are refused when `forRootAsync()` is called, and unknown keys in the options
+ * the factory returns when the application starts.
+ */
 export interface McpSubscriptionsModuleAsyncOptions
   extends McpSubscriptionsRouteOptions, Pick<ModuleMetadata, 'imports'> {
-  /** Providers passed to `useFactory`, in order. */
+  /** Providers passed to `useFactory`, in order. @default [] */
   readonly inject?: (InjectionToken | OptionalFactoryDependency)[];
+  /** Returns the options (or a Promise of them), given the providers named in `inject`. */
   // Nest's own `FactoryProvider` types its factory so, to accept any injected parameters.
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   readonly useFactory?: (...args: any[]) => McpSubscriptionsOptions | Promise<McpSubscriptionsOptions>;
+  /** A class the module instantiates (with its dependencies) to call its `createMcpSubscriptionsOptions()`. */
   readonly useClass?: Type<McpSubscriptionsOptionsFactory>;
+  /** The token of a provider, from `imports` or a global module, whose `createMcpSubscriptionsOptions()` is called. */
   readonly useExisting?: InjectionToken<McpSubscriptionsOptionsFactory>;
-  /** More providers for this module (what `useClass` or a guard needs). */
+  /**
+   * Providers of the parent module from which those named in `inject` (and what they inject) are
+   * copied into this module: Nest's way to hand a factory a provider the parent does not export.
+   * @default none
+   */
+  readonly provideInjectionTokensFrom?: Provider[];
+  /** More providers for this module (what `useClass` or a guard needs). @default [] */
   readonly extraProviders?: Provider[];
 }

@@ -1,17 +1,25 @@
 /**
  * `McpSubscriptionsModule`: `subscriptions/listen` on a Nest app's MCP path, behind the app's guards.
+ * Defined with Nest's `ConfigurableModuleBuilder` (mcp-subscriptions.module-definition.ts); this class
+ * adds the validation of its options and the providers that carry their resolved form.
  */
 import { Module, type DynamicModule, type Provider } from '@nestjs/common';
-import { SubscriptionHub } from '../../lib/internal.ts';
-import { MCP_SUBSCRIPTIONS_OPTIONS } from './mcp-subscriptions.constants.ts';
-import { createListenController, createReadContext } from './mcp-subscriptions.controller.ts';
+import { ConfigurableModuleClass } from './mcp-subscriptions.module-definition.ts';
 import type {
   McpSubscriptionsModuleAsyncOptions,
   McpSubscriptionsModuleOptions,
 } from './mcp-subscriptions.interfaces.ts';
-import { checkAsyncOptions, resolveRouteOptions, type ResolvedRouteOptions } from './mcp-subscriptions.options.ts';
-import { asyncOptionsProviders, hubProvider, readContextProviders } from './mcp-subscriptions.providers.ts';
-import { McpSubscriptionsService } from './mcp-subscriptions.service.ts';
+import {
+  checkAsyncOptions,
+  factorySource,
+  FOR_ROOT_SOURCE,
+  resolveModuleOptions,
+} from './mcp-subscriptions.options.ts';
+import { resolvedOptionsFactory, resolvedOptionsValue } from './mcp-subscriptions.providers.ts';
+
+function withProviders(definition: DynamicModule, providers: Provider[]): DynamicModule {
+  return { ...definition, providers: [...(definition.providers ?? []), ...providers] };
+}
 
 /**
  * Adds `subscriptions/listen` (MCP 2026-07-28) to a Nest app on the Express platform: a controller
@@ -44,17 +52,21 @@ import { McpSubscriptionsService } from './mcp-subscriptions.service.ts';
  * ```
  */
 @Module({})
-export class McpSubscriptionsModule {
-  /** The module with options known up front. Options are validated when the app starts. */
-  static forRoot(options: McpSubscriptionsModuleOptions): DynamicModule {
-    const route = resolveRouteOptions(options);
-    const { path: _path, guards: _guards, isGlobal: _isGlobal, ...listen } = options;
-    return McpSubscriptionsModule.define(route, [{ provide: MCP_SUBSCRIPTIONS_OPTIONS, useValue: listen }], []);
+export class McpSubscriptionsModule extends ConfigurableModuleClass {
+  /**
+   * The module with options known up front. They are validated here: a mistake (an unknown key, a
+   * negative bound, a hook class without its method) throws an `OptionsError` from this call.
+   */
+  static override forRoot(options: McpSubscriptionsModuleOptions): DynamicModule {
+    const resolved = resolveModuleOptions(options, FOR_ROOT_SOURCE);
+    return withProviders(super.forRoot(options), [resolvedOptionsValue(resolved)]);
   }
 
   /**
    * The module with options from a factory, a class or an existing provider (a config service, say).
-   * `path`, `guards` and `isGlobal` shape the module, so they are given here, not by the factory.
+   * `path`, `guards` and `isGlobal` shape the module, so they are given here, not by the factory. The
+   * options of this call are validated here; the options the factory returns, when the application
+   * starts (it fails to start on a mistake).
    *
    * @example
    * ```ts
@@ -69,33 +81,13 @@ export class McpSubscriptionsModule {
    * });
    * ```
    */
-  static forRootAsync(options: McpSubscriptionsModuleAsyncOptions): DynamicModule {
-    const route = resolveRouteOptions(options);
+  static override forRootAsync(options: McpSubscriptionsModuleAsyncOptions): DynamicModule {
     checkAsyncOptions(options);
-    return McpSubscriptionsModule.define(
-      route,
-      [...asyncOptionsProviders(options), ...(options.extraProviders ?? [])],
-      options.imports ?? [],
-    );
-  }
-
-  private static define(
-    route: ResolvedRouteOptions,
-    optionProviders: Provider[],
-    imports: NonNullable<DynamicModule['imports']>,
-  ): DynamicModule {
-    return {
-      module: McpSubscriptionsModule,
-      global: route.isGlobal,
-      imports,
-      controllers: [createListenController(route.path, route.guards)],
-      providers: [
-        ...optionProviders,
-        hubProvider,
-        ...readContextProviders(createReadContext(route.guards)),
-        McpSubscriptionsService,
-      ],
-      exports: [SubscriptionHub, McpSubscriptionsService],
-    };
+    // The builder types `useExisting` as a class; it only injects it, so any token (a string, a symbol) works.
+    const definition = super.forRootAsync(options as Parameters<typeof ConfigurableModuleClass.forRootAsync>[0]);
+    return withProviders(definition, [
+      resolvedOptionsFactory(factorySource(options)),
+      ...(options.extraProviders ?? []),
+    ]);
   }
 }

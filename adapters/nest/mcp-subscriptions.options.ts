@@ -1,25 +1,173 @@
 /**
- * Validation of the module's own options, in the engine's manner: a mistake throws an `OptionsError`
- * (`code: 'ERR_MCP_SUBSCRIPTIONS_INVALID_OPTION'`) naming the field. The engine validates the rest
- * (capabilities, bounds, durations, the hub's options) with its own messages.
+ * Validation of the module's options, in the engine's manner: each mistake throws an `OptionsError`
+ * with the code of its check and a message naming the field; an unknown key is refused with the
+ * nearest known one suggested, or with where it belongs (`maxBuffer` goes under `hub`, `guards` beside
+ * `useFactory`). The engine's own checks (capabilities, bounds, durations, the hub's options) run here
+ * too, through the engine's resolvers: options known up front fail when `forRoot()` is called, the
+ * options a factory returns when the application starts.
  */
+import type { Type } from '@nestjs/common';
 import {
+  DEFAULT_MAX_BODY_BYTES,
+  defaultPrincipal,
   describeValue,
   ErrorCode,
+  HUB_OPTION_KEYS,
+  knownKeys,
+  LISTEN_OPTION_KEYS,
+  nearestKey,
   optionalFunction,
+  optionKeys,
   OptionsError,
   optionsObject,
   positiveInteger,
+  resolveHubOptions,
+  resolveListenOptions,
+  type ListenHandlerOptions,
+  type ListenOptionsScope,
   type ResourceCheck,
+  type SubscriptionHub,
+  type SubscriptionHubOptions,
 } from '../../lib/internal.ts';
-import { DEFAULT_MCP_PATH } from './mcp-subscriptions.constants.ts';
+import { DEFAULT_MCP_PATH, OPTIONS_FACTORY_METHOD } from './mcp-subscriptions.constants.ts';
 import type {
-  McpHook,
   McpRequest,
   McpSubscriptionsModuleAsyncOptions,
   McpSubscriptionsOptions,
   McpSubscriptionsRouteOptions,
 } from './mcp-subscriptions.interfaces.ts';
+
+/** The hooks that may be given as a function or as a provider's token. */
+export type HookName = 'canRead' | 'handleSubscribeResource' | 'canAccessTask';
+
+const HOOK_NAMES: readonly HookName[] = ['canRead', 'handleSubscribeResource', 'canAccessTask'];
+
+// The entry points, as messages name them.
+const FOR_ROOT = 'McpSubscriptionsModule.forRoot()';
+const FOR_ROOT_ASYNC = 'McpSubscriptionsModule.forRootAsync()';
+
+/** The extras of the module definition: what shapes the module. */
+const ROUTE_OPTION_KEYS = optionKeys<McpSubscriptionsRouteOptions>({ path: true, guards: true, isGlobal: true });
+
+/** What `forRoot()` takes besides the extras, and what a `forRootAsync()` factory returns. */
+const MODULE_OPTION_KEYS = optionKeys<McpSubscriptionsOptions>({
+  hub: true,
+  capabilities: true,
+  canRead: true,
+  handleSubscribeResource: true,
+  canAccessTask: true,
+  keepAliveMs: true,
+  maxFilterEntries: true,
+  authorizeConcurrency: true,
+  authorizeTimeoutMs: true,
+  protocolVersions: true,
+  serverInfo: true,
+  logger: true,
+  principal: true,
+  maxBodyBytes: true,
+});
+
+const ASYNC_OPTION_KEYS = optionKeys<McpSubscriptionsModuleAsyncOptions>({
+  imports: true,
+  inject: true,
+  useFactory: true,
+  useClass: true,
+  useExisting: true,
+  provideInjectionTokensFrom: true,
+  extraProviders: true,
+  path: true,
+  guards: true,
+  isGlobal: true,
+});
+
+/** The module's keys beyond the engine's listen options. */
+const NEST_KEYS = MODULE_OPTION_KEYS.filter((key) => !LISTEN_OPTION_KEYS.includes(key));
+
+/** The engine's listen options the module hands on as given (the hub and the hooks it supplies itself). */
+const ENGINE_KEYS = LISTEN_OPTION_KEYS.filter((key) => key !== 'hub' && !(HOOK_NAMES as string[]).includes(key));
+
+type Hints = Readonly<Record<string, string>>;
+
+function hintEach(keys: readonly string[], hint: (key: string) => string): Hints {
+  return Object.fromEntries(keys.map((key) => [key, hint(key)]));
+}
+
+/** In Nest the module builds the hub: its options go under `hub` (`logger` is a listen option as well). */
+const HUB_HINTS = hintEach(
+  HUB_OPTION_KEYS.filter((key) => !MODULE_OPTION_KEYS.includes(key)),
+  (key) => `it is an option of the hub, which the module builds: give it as \`hub: { ${key}: … }\``,
+);
+
+const ASYNC_ONLY_HINTS = hintEach(
+  ASYNC_OPTION_KEYS.filter((key) => !ROUTE_OPTION_KEYS.includes(key)),
+  () => `it is an option of ${FOR_ROOT_ASYNC}`,
+);
+
+const FACTORY_RESULT_HINTS = hintEach(
+  MODULE_OPTION_KEYS,
+  () =>
+    `it is one of the options the factory returns (\`useFactory\`, or \`${OPTIONS_FACTORY_METHOD}()\` of \`useClass\` or \`useExisting\`), not an option of ${FOR_ROOT_ASYNC} itself`,
+);
+
+const ROUTE_HINTS = hintEach(
+  ROUTE_OPTION_KEYS,
+  () => `it shapes the module, so it is given to ${FOR_ROOT_ASYNC} itself, beside \`useFactory\``,
+);
+
+/**
+ * `hints` plus a "did you mean" for each unknown key of `options` that is no typo of a known key but is
+ * one of a key that belongs elsewhere: `maxBufer` given to `forRoot()` points to `hub: { maxBuffer }`.
+ */
+function withNearMisses(options: object, known: readonly string[], hints: Hints): Hints {
+  const elsewhere = Object.keys(hints);
+  const more: Record<string, string> = {};
+  for (const key of Object.keys(options)) {
+    if (known.includes(key) || elsewhere.includes(key) || nearestKey(key, known) !== undefined) continue;
+    const near = nearestKey(key, elsewhere);
+    if (near !== undefined) more[key] = `did you mean \`${near}\`? ${hints[near]}`;
+  }
+  return { ...hints, ...more };
+}
+
+/** Where a set of module options comes from, for the messages of its checks. */
+export interface OptionsSource {
+  /** Names the options in unknown-key messages: `Unknown option \`x\` of <where>`. */
+  readonly where: string;
+  /** Names the options as a whole: `Expected <subject> to be an object`. */
+  readonly subject: string;
+  /** Keys the source takes besides the module options (the extras, for `forRoot()`). */
+  readonly extraKeys: readonly string[];
+  /** Keys that belong elsewhere, each with a hint saying where. */
+  readonly elsewhere: Hints;
+}
+
+/** The options of `forRoot()`. */
+export const FOR_ROOT_SOURCE: OptionsSource = Object.freeze({
+  where: FOR_ROOT,
+  subject: `the options of ${FOR_ROOT}`,
+  extraKeys: ROUTE_OPTION_KEYS,
+  elsewhere: { ...HUB_HINTS, ...ASYNC_ONLY_HINTS },
+});
+
+/** The options a `forRootAsync()` factory returns: `useFactory`, or the factory class's method. */
+export function factorySource(options: McpSubscriptionsModuleAsyncOptions): OptionsSource {
+  const factory = options.useClass ?? options.useExisting;
+  const where =
+    options.useFactory !== undefined || factory === undefined
+      ? `the options returned by the useFactory of ${FOR_ROOT_ASYNC}`
+      : `the options returned by ${tokenName(factory)}.${OPTIONS_FACTORY_METHOD}()`;
+  return Object.freeze({
+    where,
+    subject: where,
+    extraKeys: [],
+    elsewhere: { ...HUB_HINTS, ...ROUTE_HINTS, ...ASYNC_ONLY_HINTS },
+  });
+}
+
+/** A token as messages name it: a class by its name, anything else as `String()` shows it. */
+export function tokenName(token: unknown): string {
+  return typeof token === 'function' ? token.name : String(token);
+}
 
 /** Route options after defaults and validation. */
 export interface ResolvedRouteOptions {
@@ -68,9 +216,43 @@ export function resolveRouteOptions(options: McpSubscriptionsRouteOptions): Reso
   return Object.freeze({ path, guards: Object.freeze([...(guards as ResolvedRouteOptions['guards'])]), isGlobal });
 }
 
-/** Checks that exactly one way to provide the options is given to `forRootAsync()`. */
+/**
+ * Whether `value` is a class (a provider's token) rather than a function to call. In order: arrows,
+ * async and bound functions have no own `prototype`, so are never classes; the source of a class starts
+ * with `class` (every ES2015+ build); an ES class's `prototype` is read-only (so is that of Babel's
+ * down-levelled classes); a class compiled to ES5 has methods on its prototype, or a parent class; and
+ * a decorated class (`@Injectable()`) carries metadata however it was compiled. A plain `function`
+ * has none of these.
+ */
+export function isClass(value: unknown): boolean {
+  if (typeof value !== 'function') return false;
+  const descriptor = Object.getOwnPropertyDescriptor(value, 'prototype');
+  if (descriptor === undefined) return false;
+  if (/^class\b/.test(Function.prototype.toString.call(value))) return true;
+  if (descriptor.writable === false) return true;
+  const prototype: unknown = descriptor.value;
+  if (typeof prototype === 'object' && prototype !== null) {
+    if (Object.getOwnPropertyNames(prototype).some((key) => key !== 'constructor')) return true;
+    const parent = Object.getPrototypeOf(prototype) as { constructor?: unknown } | null;
+    // A generator function's prototype inherits too, but from an object whose `constructor` is no class.
+    if (
+      parent !== null &&
+      parent !== Object.prototype &&
+      typeof parent.constructor === 'function' &&
+      parent.constructor.prototype === parent
+    ) {
+      return true;
+    }
+  }
+  return typeof Reflect.getOwnMetadataKeys === 'function' && Reflect.getOwnMetadataKeys(value).length > 0;
+}
+
+/** Checks the options of `forRootAsync()` when it is called (the options the factory returns are checked at start-up). */
 export function checkAsyncOptions(options: McpSubscriptionsModuleAsyncOptions): void {
-  const given = (['useFactory', 'useClass', 'useExisting'] as const).filter((key) => options?.[key] !== undefined);
+  optionsObject(options, `the options of ${FOR_ROOT_ASYNC}`);
+  const elsewhere = { ...HUB_HINTS, ...FACTORY_RESULT_HINTS };
+  knownKeys(options, ASYNC_OPTION_KEYS, FOR_ROOT_ASYNC, withNearMisses(options, ASYNC_OPTION_KEYS, elsewhere));
+  const given = (['useFactory', 'useClass', 'useExisting'] as const).filter((key) => options[key] !== undefined);
   if (given.length !== 1) {
     throw new OptionsError(
       ErrorCode.InvalidAsyncOptions,
@@ -83,25 +265,65 @@ export function checkAsyncOptions(options: McpSubscriptionsModuleAsyncOptions): 
       `Expected \`useFactory\` to be a function, got ${describeValue(options.useFactory)}`,
     );
   }
+  checkFactoryClass('useClass', options.useClass, false);
+  checkFactoryClass('useExisting', options.useExisting, true);
+  for (const key of ['imports', 'inject', 'provideInjectionTokensFrom', 'extraProviders'] as const) {
+    const value: unknown = options[key];
+    if (value !== undefined && !Array.isArray(value)) {
+      throw new OptionsError(
+        ErrorCode.InvalidAsyncOptions,
+        `Expected \`${key}\` of ${FOR_ROOT_ASYNC} to be an array, got ${describeValue(value)}`,
+      );
+    }
+  }
+}
+
+/**
+ * `useClass` must be a class with the factory method; `useExisting` may also be a string or symbol
+ * token, whose provider is only known at start-up.
+ */
+function checkFactoryClass(key: 'useClass' | 'useExisting', value: unknown, tokenAllowed: boolean): void {
+  if (value === undefined) return;
+  if (tokenAllowed && (typeof value === 'string' || typeof value === 'symbol')) return;
+  if (!isClass(value)) {
+    throw new OptionsError(
+      ErrorCode.InvalidAsyncOptions,
+      `Expected \`${key}\` to be a class implementing McpSubscriptionsOptionsFactory${tokenAllowed ? ' or the token of a provider' : ''}, got ${describeValue(value)}`,
+    );
+  }
+  const method = (value as { prototype?: Record<string, unknown> }).prototype?.[OPTIONS_FACTORY_METHOD];
+  if (typeof method !== 'function') {
+    throw new OptionsError(
+      ErrorCode.InvalidAsyncOptions,
+      `Expected the class \`${tokenName(value)}\` given as \`${key}\` to have a \`${OPTIONS_FACTORY_METHOD}()\` method (McpSubscriptionsOptionsFactory)`,
+    );
+  }
 }
 
 /** A hook as given: nothing, a function, or the token of a provider to resolve at module init. */
 export type HookSource =
   | { readonly kind: 'none' }
   | { readonly kind: 'function'; readonly check: ResourceCheck<McpRequest> }
-  | { readonly kind: 'provider'; readonly token: NonNullable<McpHook<unknown>> };
+  | { readonly kind: 'provider'; readonly token: string | symbol | Type<unknown> };
 
 /**
- * Tells a function hook from a provider token. A class whose prototype has the hook's method is a
- * provider's token; any other function is the hook itself.
+ * Tells a function hook from a provider token. A string, a symbol or a class is a provider's token,
+ * and a class must have the hook's method (a class called as a function would fail at every URI); any
+ * other function is the hook itself.
  */
-export function hookSource(name: 'canRead' | 'handleSubscribeResource' | 'canAccessTask', value: unknown): HookSource {
+export function hookSource(name: HookName, value: unknown): HookSource {
   if (value === undefined) return { kind: 'none' };
   if (typeof value === 'string' || typeof value === 'symbol') return { kind: 'provider', token: value };
   if (typeof value === 'function') {
-    const prototype = (value as { prototype?: Record<string, unknown> }).prototype;
-    if (typeof prototype?.[name] === 'function') return { kind: 'provider', token: value as McpHook<unknown> };
-    return { kind: 'function', check: value as ResourceCheck<McpRequest> };
+    if (!isClass(value)) return { kind: 'function', check: value as ResourceCheck<McpRequest> };
+    const method = (value as { prototype?: Record<string, unknown> }).prototype?.[name];
+    if (typeof method !== 'function') {
+      throw new OptionsError(
+        ErrorCode.InvalidHook,
+        `Expected \`${name}\` to be a function or a provider with a \`${name}()\` method, got the class \`${tokenName(value)}\`, which has no \`${name}()\` method`,
+      );
+    }
+    return { kind: 'provider', token: value as Type<unknown> };
   }
   throw new OptionsError(
     ErrorCode.InvalidHook,
@@ -109,16 +331,100 @@ export function hookSource(name: 'canRead' | 'handleSubscribeResource' | 'canAcc
   );
 }
 
-/** Validates the module's own listen options (the engine validates the rest when the handler is built). */
-export function checkModuleOptions(options: McpSubscriptionsOptions): void {
-  optionsObject(options);
-  optionalFunction('principal', options.principal);
-  if (options.maxBodyBytes !== undefined) positiveInteger('maxBodyBytes', options.maxBodyBytes);
-  const hub = options.hub as unknown;
-  if (hub !== undefined && (typeof hub !== 'object' || hub === null)) {
+/** The engine's listen options the module hands on unchanged. */
+export type EngineListenOptions = Omit<ListenHandlerOptions<McpRequest>, 'hub' | HookName>;
+
+/** The module's options after defaults and validation: what the hub and the service are built from. */
+export interface ResolvedModuleOptions {
+  /** Where the options came from, for the engine's messages. */
+  readonly where: string;
+  readonly listen: EngineListenOptions;
+  /** The hub given, or the (validated) options to build it from. */
+  readonly hub: SubscriptionHub | SubscriptionHubOptions;
+  readonly hooks: Readonly<Record<HookName, HookSource>>;
+  readonly principal: (req: McpRequest) => string | undefined;
+  readonly maxBodyBytes: number;
+}
+
+/** A hub by shape, as the engine checks it: a hub from another copy of the package is still a hub. */
+export function isHub(value: unknown): value is SubscriptionHub {
+  return typeof value === 'object' && value !== null && typeof (value as SubscriptionHub).reserve === 'function';
+}
+
+/**
+ * Stands in for the hub while the engine checks the other options (it reads `reserve` and
+ * `options.logger` only): the module builds the real hub at start-up, and the engine checks again then.
+ */
+const STAND_IN_HUB = Object.freeze({
+  reserve: () => {
+    throw new Error('the stand-in hub of option validation never serves');
+  },
+  options: Object.freeze({}),
+}) as unknown as SubscriptionHub;
+
+/** Stands in for a hook while the engine checks the options: the module supplies the real one at start-up. */
+const STAND_IN_HOOK: ResourceCheck<McpRequest> = () => false;
+
+/**
+ * Applies defaults to the module's options and validates them, the engine's part by the engine's own
+ * resolvers; never mutates its input. `source` says where they came from, for the messages.
+ */
+export function resolveModuleOptions(options: unknown, source: OptionsSource): ResolvedModuleOptions {
+  const { where } = source;
+  optionsObject(options, source.subject);
+  const given = options as McpSubscriptionsOptions;
+  const known = [...LISTEN_OPTION_KEYS, ...NEST_KEYS, ...source.extraKeys];
+  const scope: ListenOptionsScope = {
+    where,
+    extraKeys: [...NEST_KEYS, ...source.extraKeys],
+    elsewhere: withNearMisses(given, known, source.elsewhere),
+  };
+  // Unknown keys first, then the engine's checks. The hub and hooks are the module's to supply (a
+  // guard run is the default `canRead`), so stand-ins take their place; they are checked below.
+  resolveListenOptions<McpRequest>(
+    {
+      ...given,
+      hub: isHub(given.hub) ? given.hub : STAND_IN_HUB,
+      canRead: STAND_IN_HOOK,
+      handleSubscribeResource: given.handleSubscribeResource === undefined ? undefined : STAND_IN_HOOK,
+      canAccessTask: given.canAccessTask === undefined ? undefined : STAND_IN_HOOK,
+    },
+    scope,
+  );
+  const hub = resolveHub(given.hub, where);
+  optionalFunction('principal', given.principal);
+  const maxBodyBytes =
+    given.maxBodyBytes === undefined ? DEFAULT_MAX_BODY_BYTES : positiveInteger('maxBodyBytes', given.maxBodyBytes);
+  const hooks = Object.freeze({
+    canRead: hookSource('canRead', given.canRead),
+    handleSubscribeResource: hookSource('handleSubscribeResource', given.handleSubscribeResource),
+    canAccessTask: hookSource('canAccessTask', given.canAccessTask),
+  });
+  const listen = Object.freeze(
+    Object.fromEntries(Object.entries(given).filter(([key]) => ENGINE_KEYS.includes(key))),
+  ) as EngineListenOptions;
+  return Object.freeze({
+    where,
+    listen,
+    hub,
+    hooks,
+    principal: given.principal ?? defaultPrincipal,
+    maxBodyBytes,
+  });
+}
+
+/** The hub given, or its options once validated (unknown keys named as `hub` of the entry point). */
+function resolveHub(hub: unknown, where: string): SubscriptionHub | SubscriptionHubOptions {
+  if (hub === undefined) return Object.freeze({});
+  if (isHub(hub)) return hub;
+  if (typeof hub !== 'object' || hub === null || Array.isArray(hub)) {
     throw new OptionsError(
       ErrorCode.InvalidHub,
       `Expected \`hub\` to be a SubscriptionHub or its options, got ${describeValue(hub)}`,
     );
   }
+  knownKeys(hub, HUB_OPTION_KEYS, `\`hub\` of ${where}`);
+  // Validated now; the hub itself is built at start-up (a bus is joined then, not here).
+  resolveHubOptions(hub);
+  return Object.freeze({ ...(hub as SubscriptionHubOptions) });
 }

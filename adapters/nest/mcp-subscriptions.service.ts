@@ -16,8 +16,6 @@ import {
   bodyWasParsed,
   CANCELLED_METHOD,
   createListenHandler,
-  DEFAULT_MAX_BODY_BYTES,
-  defaultPrincipal,
   describeValue,
   ErrorCode,
   LISTEN_METHOD,
@@ -28,14 +26,12 @@ import {
   type NodeServeOptions,
   type ResourceCheck,
 } from '../../lib/internal.ts';
-import type { McpReadContext } from './mcp-subscriptions.controller.ts';
-import { MCP_SUBSCRIPTIONS_OPTIONS, MCP_SUBSCRIPTIONS_READ_CONTEXT } from './mcp-subscriptions.constants.ts';
-import type { McpCheckContext, McpRequest, McpSubscriptionsOptions } from './mcp-subscriptions.interfaces.ts';
-import { checkModuleOptions, hookSource, type HookSource } from './mcp-subscriptions.options.ts';
+import { MCP_SUBSCRIPTIONS_READ_CONTEXT, MCP_SUBSCRIPTIONS_RESOLVED_OPTIONS } from './mcp-subscriptions.constants.ts';
+import type { McpCheckContext, McpReadContext, McpRequest } from './mcp-subscriptions.interfaces.ts';
+import { tokenName, type HookName, type HookSource, type ResolvedModuleOptions } from './mcp-subscriptions.options.ts';
 import { detachedResponse, envelopeOf, readRequest, type ListenEnvelope } from './read-probe.ts';
 import { placeListenRoute } from './route-order.ts';
 
-type HookName = 'canRead' | 'handleSubscribeResource' | 'canAccessTask';
 type Next = (error?: unknown) => void;
 type GuardRun = (req: McpRequest, res: ServerResponse, next: Next) => Promise<unknown>;
 
@@ -51,10 +47,6 @@ function isHttpException(error: unknown): boolean {
 
 function headerValue(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
-}
-
-function tokenName(token: unknown): string {
-  return typeof token === 'function' ? token.name : String(token);
 }
 
 const noop: Next = () => {};
@@ -77,35 +69,20 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
   private runGuards: GuardRun | undefined;
 
   constructor(
-    @Inject(MCP_SUBSCRIPTIONS_OPTIONS) options: McpSubscriptionsOptions,
+    @Inject(MCP_SUBSCRIPTIONS_RESOLVED_OPTIONS) options: ResolvedModuleOptions,
     @Inject(SubscriptionHub) readonly hub: SubscriptionHub,
     @Inject(ModuleRef) private readonly moduleRef: ModuleRef,
     @Inject(ExternalContextCreator) private readonly contexts: ExternalContextCreator,
     @Inject(HttpAdapterHost) private readonly adapterHost: HttpAdapterHost,
     @Inject(MCP_SUBSCRIPTIONS_READ_CONTEXT) private readonly readContext: McpReadContext,
   ) {
-    checkModuleOptions(options);
-    const {
-      hub: _hub,
-      canRead,
-      handleSubscribeResource,
-      canAccessTask,
-      principal,
-      maxBodyBytes,
-      ...listenOptions
-    } = options;
-    const principalOf = principal ?? defaultPrincipal;
-    const bodyLimit = maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    const { where, listen, hooks, principal, maxBodyBytes } = options;
     const onListen = (req: McpRequest, body: unknown): void => {
       // The read probes present the listen request's id and `_meta` to the guards.
       const envelope = envelopeOf(body);
       if (envelope !== undefined) this.envelopes.set(req, envelope);
     };
-    this.sources = Object.freeze({
-      canRead: hookSource('canRead', canRead),
-      handleSubscribeResource: hookSource('handleSubscribeResource', handleSubscribeResource),
-      canAccessTask: hookSource('canAccessTask', canAccessTask),
-    });
+    this.sources = hooks;
     // Providers given as hooks are resolved at module init, once every provider exists; the engine is
     // built (and validates its options) now, with hooks that call whatever was resolved.
     const late =
@@ -115,17 +92,20 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
         if (hook === undefined) throw new Error(`${name} is not ready: the module has not initialized`);
         return hook(item, context);
       };
-    this.handler = createListenHandler<McpRequest>({
-      ...listenOptions,
-      hub,
-      // Without a read check of its own, the app's guards decide every URI.
-      canRead: late('canRead'),
-      ...(this.sources.handleSubscribeResource.kind !== 'none'
-        ? { handleSubscribeResource: late('handleSubscribeResource') }
-        : {}),
-      ...(this.sources.canAccessTask.kind !== 'none' ? { canAccessTask: late('canAccessTask') } : {}),
-    });
-    this.serveOptions = { handler: this.handler, principalOf, maxBodyBytes: bodyLimit, onListen };
+    this.handler = createListenHandler<McpRequest>(
+      {
+        ...listen,
+        hub,
+        // Without a read check of its own, the app's guards decide every URI.
+        canRead: late('canRead'),
+        ...(this.sources.handleSubscribeResource.kind !== 'none'
+          ? { handleSubscribeResource: late('handleSubscribeResource') }
+          : {}),
+        ...(this.sources.canAccessTask.kind !== 'none' ? { canAccessTask: late('canAccessTask') } : {}),
+      },
+      { where },
+    );
+    this.serveOptions = { handler: this.handler, principalOf: principal, maxBodyBytes, onListen };
   }
 
   /** Resolves provider hooks, prepares the guard run, and puts the listen route in front of the host's. */
