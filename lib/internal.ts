@@ -5,8 +5,8 @@
  * lib/index.ts only (ESLint enforces it).
  */
 export * from './index.ts';
-export { createListenHandler, LISTEN_OPTION_KEYS, resolveListenOptions } from './listen.ts';
-export type { ListenOptionsScope } from './listen.ts';
+export { checkListenOptions, createListenHandler, isHub, LISTEN_OPTION_KEYS, resolveListenOptions } from './listen.ts';
+export type { CheckedListenOptions, ListenOptionsScope } from './listen.ts';
 export { HUB_OPTION_KEYS, resolveHubOptions } from './subscription-hub.ts';
 export {
   bodyTooLarge,

@@ -18,7 +18,7 @@ import {
   resultFrame,
   type ListenRequest,
 } from './protocol.ts';
-import type { SubscriptionHub } from './subscription-hub.ts';
+import { HUB_OPTION_KEYS, type SubscriptionHub } from './subscription-hub.ts';
 import type {
   CheckContext,
   CheckErrorMessage,
@@ -68,35 +68,39 @@ export interface ListenOptionsScope {
   readonly extraKeys?: readonly string[];
   /** Keys that belong elsewhere, each with a hint saying where. */
   readonly elsewhere?: Readonly<Record<string, string>>;
+  /**
+   * Options the entry point supplies itself before the engine is built (the Nest module builds the
+   * hub at start-up and runs the app's guards as the default `canRead`): their absence is no mistake
+   * when the options are checked ahead of time with {@link checkListenOptions}.
+   */
+  readonly suppliedLater?: readonly ('hub' | 'canRead' | 'canAccessTask')[];
 }
 
-const HUB_KEYS = [
-  'maxBuffer',
-  'overflow',
-  'maxSubscriptions',
-  'maxSubscriptionsPerPrincipal',
-  'bus',
-  'completeTimeoutMs',
-  'retryAfterSeconds',
-];
+/** The hub's options (but the logger, which both take), for the hint when one is given to listen. */
+const HUB_ONLY_KEYS = HUB_OPTION_KEYS.filter((key) => !LISTEN_OPTION_KEYS.includes(key));
+
+/** Listen options checked ahead of the hub: everything {@link resolveListenOptions} resolves but those two. */
+export type CheckedListenOptions<Req = unknown> = Omit<ResolvedListenOptions<Req>, 'hub' | 'logger'>;
 
 /**
- * Applies defaults to listen options and validates them; never mutates its input. Unknown keys are
- * refused, with the nearest known one suggested.
+ * Validates listen options and applies their defaults, all but the hub's and the logger's (which
+ * defaults to the hub's); never mutates its input. Unknown keys are refused, with the nearest known
+ * one suggested. What `scope.suppliedLater` names may be absent.
  */
-export function resolveListenOptions<Req>(
-  options: ListenHandlerOptions<Req>,
+export function checkListenOptions<Req>(
+  options: Partial<ListenHandlerOptions<Req>>,
   scope: ListenOptionsScope = { where: 'createListenHandler()' },
-): ResolvedListenOptions<Req> {
+): CheckedListenOptions<Req> {
   optionsObject(options);
   const elsewhere: Record<string, string> = {};
-  for (const key of HUB_KEYS) elsewhere[key] = HUB_OPTION_HINT;
+  for (const key of HUB_ONLY_KEYS) elsewhere[key] = HUB_OPTION_HINT;
   knownKeys(options, [...LISTEN_OPTION_KEYS, ...(scope.extraKeys ?? [])], scope.where, {
     ...elsewhere,
     ...scope.elsewhere,
   });
-  const hub = options.hub as SubscriptionHub | undefined;
-  if (typeof hub !== 'object' || hub === null || typeof hub.reserve !== 'function') {
+  const later = scope.suppliedLater ?? [];
+  const hub = options.hub;
+  if (!(hub === undefined && later.includes('hub')) && !isHub(hub)) {
     throw new OptionsError(
       hub === undefined ? ErrorCode.MissingOption : ErrorCode.InvalidHub,
       `Expected \`hub\` to be a SubscriptionHub, got ${describeValue(hub)}`,
@@ -112,13 +116,13 @@ export function resolveListenOptions<Req>(
   optionalFunction('canRead', options.canRead);
   optionalFunction('handleSubscribeResource', options.handleSubscribeResource);
   optionalFunction('canAccessTask', options.canAccessTask);
-  if (capabilities.resourceSubscriptions && options.canRead === undefined) {
+  if (capabilities.resourceSubscriptions && options.canRead === undefined && !later.includes('canRead')) {
     throw new OptionsError(
       ErrorCode.MissingOption,
       'Expected `canRead` (the read check your resources/read uses) since `capabilities.resourceSubscriptions` is on',
     );
   }
-  if (capabilities.tasks && options.canAccessTask === undefined) {
+  if (capabilities.tasks && options.canAccessTask === undefined && !later.includes('canAccessTask')) {
     throw new OptionsError(
       ErrorCode.MissingOption,
       'Expected `canAccessTask` (does the caller own this task?) since `capabilities.tasks` is on',
@@ -141,8 +145,8 @@ export function resolveListenOptions<Req>(
       `Expected \`serverInfo\` to be an object like \`{ name, version }\`, got ${describeValue(options.serverInfo)}`,
     );
   }
-  return Object.freeze({
-    hub,
+  if (options.logger !== undefined) loggerOption('logger', options.logger);
+  return {
     capabilities,
     canRead: options.canRead,
     handleSubscribeResource: options.handleSubscribeResource,
@@ -153,7 +157,28 @@ export function resolveListenOptions<Req>(
     authorizeTimeoutMs: durationOrFalse('authorizeTimeoutMs', given(options.authorizeTimeoutMs, 5000)),
     protocolVersions: Object.freeze([...(protocolVersions as readonly string[])]),
     serverInfo: options.serverInfo,
-    logger: loggerOption('logger', given<unknown>(options.logger, hub.options.logger)),
+  };
+}
+
+/** A hub by shape, as the engine uses it: a hub from another copy of the package is still a hub. */
+export function isHub(value: unknown): value is SubscriptionHub {
+  return typeof value === 'object' && value !== null && typeof (value as SubscriptionHub).reserve === 'function';
+}
+
+/**
+ * Applies defaults to listen options and validates them ({@link checkListenOptions}, the hub
+ * included); never mutates its input.
+ */
+export function resolveListenOptions<Req>(
+  options: ListenHandlerOptions<Req>,
+  scope: ListenOptionsScope = { where: 'createListenHandler()' },
+): ResolvedListenOptions<Req> {
+  const checked = checkListenOptions(options, { ...scope, suppliedLater: [] });
+  const { hub } = options;
+  return Object.freeze({
+    ...checked,
+    hub,
+    logger: options.logger === undefined ? hub.options.logger : options.logger,
   });
 }
 

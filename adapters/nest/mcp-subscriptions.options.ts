@@ -22,7 +22,8 @@ import {
   optionsObject,
   positiveInteger,
   resolveHubOptions,
-  resolveListenOptions,
+  checkListenOptions,
+  isHub,
   type ListenHandlerOptions,
   type ListenOptionsScope,
   type ResourceCheck,
@@ -346,25 +347,6 @@ export interface ResolvedModuleOptions {
   readonly maxBodyBytes: number;
 }
 
-/** A hub by shape, as the engine checks it: a hub from another copy of the package is still a hub. */
-export function isHub(value: unknown): value is SubscriptionHub {
-  return typeof value === 'object' && value !== null && typeof (value as SubscriptionHub).reserve === 'function';
-}
-
-/**
- * Stands in for the hub while the engine checks the other options (it reads `reserve` and
- * `options.logger` only): the module builds the real hub at start-up, and the engine checks again then.
- */
-const STAND_IN_HUB = Object.freeze({
-  reserve: () => {
-    throw new Error('the stand-in hub of option validation never serves');
-  },
-  options: Object.freeze({}),
-}) as unknown as SubscriptionHub;
-
-/** Stands in for a hook while the engine checks the options: the module supplies the real one at start-up. */
-const STAND_IN_HOOK: ResourceCheck<McpRequest> = () => false;
-
 /**
  * Applies defaults to the module's options and validates them, the engine's part by the engine's own
  * resolvers; never mutates its input. `source` says where they came from, for the messages.
@@ -379,17 +361,15 @@ export function resolveModuleOptions(options: unknown, source: OptionsSource): R
     extraKeys: [...NEST_KEYS, ...source.extraKeys],
     elsewhere: withNearMisses(given, known, source.elsewhere),
   };
-  // Unknown keys first, then the engine's checks. The hub and hooks are the module's to supply (a
-  // guard run is the default `canRead`), so stand-ins take their place; they are checked below.
-  resolveListenOptions<McpRequest>(
+  // Unknown keys first, then the engine's checks. The module supplies the hub (built at start-up
+  // from \`hub\`, when that is its options) and the hooks (tokens resolved at start-up; a guard run is
+  // the default \`canRead\`): the engine checks the rest now, and those below.
+  checkListenOptions<McpRequest>(
+    { ...given, hub: undefined, canRead: undefined, handleSubscribeResource: undefined, canAccessTask: undefined },
     {
-      ...given,
-      hub: isHub(given.hub) ? given.hub : STAND_IN_HUB,
-      canRead: STAND_IN_HOOK,
-      handleSubscribeResource: given.handleSubscribeResource === undefined ? undefined : STAND_IN_HOOK,
-      canAccessTask: given.canAccessTask === undefined ? undefined : STAND_IN_HOOK,
+      ...scope,
+      suppliedLater: ['hub', 'canRead', ...(given.canAccessTask === undefined ? [] : ['canAccessTask' as const])],
     },
-    scope,
   );
   const hub = resolveHub(given.hub, where);
   optionalFunction('principal', given.principal);

@@ -4,19 +4,14 @@
  * URIs in.
  */
 import type { Provider, Type } from '@nestjs/common';
-import { SubscriptionHub } from '../../lib/internal.ts';
+import { isHub, SubscriptionHub } from '../../lib/internal.ts';
 import {
   MCP_SUBSCRIPTIONS_OPTIONS,
   MCP_SUBSCRIPTIONS_READ_CONTEXT,
   MCP_SUBSCRIPTIONS_RESOLVED_OPTIONS,
 } from './mcp-subscriptions.constants.ts';
 import type { McpReadContext } from './mcp-subscriptions.interfaces.ts';
-import {
-  isHub,
-  resolveModuleOptions,
-  type OptionsSource,
-  type ResolvedModuleOptions,
-} from './mcp-subscriptions.options.ts';
+import { resolveModuleOptions, type OptionsSource, type ResolvedModuleOptions } from './mcp-subscriptions.options.ts';
 import { nestLogger } from './nest-logger.ts';
 
 /** The options of `forRoot()`, resolved when it was called. */
