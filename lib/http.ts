@@ -8,7 +8,8 @@
 import type { IncomingMessage } from 'node:http';
 import { ErrorCode, hasErrorCode, ProtocolError, type RefusalReason } from './errors.ts';
 import { CANCELLED_METHOD, echoableId, errorResponseJson, LISTEN_METHOD } from './protocol.ts';
-import type { HeaderBag, ListenHandler, StreamResponse } from './types.ts';
+import type { HeaderBag, ListenHandler, NodeAdapterOptions, StreamResponse } from './types.ts';
+import { optionKeys } from './validate.ts';
 
 /**
  * The HTTP status of each refusal (spec §6, plus the HTTP layer's own). The only such table: a
@@ -175,6 +176,9 @@ export function readRequestBody(req: IncomingMessage, limit: number): Promise<Bu
     req.on('error', onError);
   });
 }
+
+/** Every key of {@link NodeAdapterOptions}, checked against the interface by the compiler. */
+export const NODE_ADAPTER_OPTION_KEYS = optionKeys<NodeAdapterOptions>({ principal: true, maxBodyBytes: true });
 
 /** The body limit when an adapter reads the body itself: 4 MiB, as the SDK's own. */
 export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;

@@ -16,6 +16,7 @@ export {
   isJsonContentType,
   leaveParsedBody,
   negotiate,
+  NODE_ADAPTER_OPTION_KEYS,
   readRequestBody,
   refusalHeaders,
   refusalStatus,

@@ -11,7 +11,7 @@ import {
   given,
   LISTEN_METHOD,
   optionalFunction,
-  optionKeys,
+  NODE_ADAPTER_OPTION_KEYS,
   positiveInteger,
   serveNodeRequest,
   type ListenHandler,
@@ -25,8 +25,6 @@ import {
  * Unknown keys are refused at construction, with the nearest known one suggested.
  */
 export interface McpSubscriptionsOptions extends ListenHandlerOptions<Request>, NodeAdapterOptions<Request> {}
-
-const ADAPTER_KEYS = optionKeys<NodeAdapterOptions>({ principal: true, maxBodyBytes: true });
 
 /** The middleware, with the engine it serves from (for `handler.options`, and tests). */
 export type McpSubscriptionsMiddleware = RequestHandler & { readonly handler: ListenHandler<Request> };
@@ -59,7 +57,10 @@ function headerValue(value: string | string[] | undefined): string | undefined {
  * ```
  */
 export function mcpSubscriptions(options: McpSubscriptionsOptions): McpSubscriptionsMiddleware {
-  const handler = createListenHandler<Request>(options, { where: 'mcpSubscriptions()', extraKeys: ADAPTER_KEYS });
+  const handler = createListenHandler<Request>(options, {
+    where: 'mcpSubscriptions()',
+    extraKeys: NODE_ADAPTER_OPTION_KEYS,
+  });
   optionalFunction('principal', options.principal);
   const principalOf = given(options.principal, defaultPrincipal);
   const maxBodyBytes = positiveInteger('maxBodyBytes', given(options.maxBodyBytes, DEFAULT_MAX_BODY_BYTES));

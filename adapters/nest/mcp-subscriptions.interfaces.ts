@@ -13,6 +13,7 @@ import type {
 import type {
   CheckContext,
   ListenHandlerOptions,
+  NodeAdapterOptions,
   ResourceCheck,
   SubscriptionHub,
   SubscriptionHubOptions,
@@ -70,10 +71,10 @@ export type McpHook<Provider> = ResourceCheck<McpRequest> | Type<Provider> | str
  * (see `createListenHandler` in `mcp-subscriptions`), with the hub built by the module and hooks that
  * may be providers.
  */
-export interface McpSubscriptionsOptions extends Omit<
-  ListenHandlerOptions<McpRequest>,
-  'hub' | 'canRead' | 'handleSubscribeResource' | 'canAccessTask'
-> {
+export interface McpSubscriptionsOptions
+  extends
+    Omit<ListenHandlerOptions<McpRequest>, 'hub' | 'canRead' | 'handleSubscribeResource' | 'canAccessTask'>,
+    NodeAdapterOptions<McpRequest> {
   /**
    * The hub's options (the module builds it and provides it as `SubscriptionHub`), or a hub you built
    * (for example to hand the same one to code outside Nest). Either way the module closes it on
@@ -96,17 +97,6 @@ export interface McpSubscriptionsOptions extends Omit<
   readonly handleSubscribeResource?: McpHook<McpSubscribeResourceHandler>;
   /** Tasks extension: required when `capabilities.tasks` is on. A function or a provider (`McpTaskAccessCheck`). */
   readonly canAccessTask?: McpHook<McpTaskAccessCheck>;
-  /**
-   * Who the caller is, from the request your guards authenticated. `undefined` means anonymous.
-   * @default `req.auth` as the SDK's `requireBearerAuth` sets it (`extra.sub`, else `extra.principal`,
-   * else `clientId`), else `req.user` (a string, or its `id`, `sub` or `username`)
-   */
-  readonly principal?: (req: McpRequest) => string | undefined;
-  /**
-   * Largest body the module reads itself when no body parser ran before the route (`bodyParser: false`);
-   * a larger one is answered 413. @default 4194304 (4 MiB, as the SDK)
-   */
-  readonly maxBodyBytes?: number;
 }
 
 /**

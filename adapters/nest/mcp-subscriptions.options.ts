@@ -15,6 +15,7 @@ import {
   HUB_OPTION_KEYS,
   knownKeys,
   LISTEN_OPTION_KEYS,
+  NODE_ADAPTER_OPTION_KEYS,
   nearestKey,
   optionalFunction,
   optionKeys,
@@ -51,22 +52,7 @@ const FOR_ROOT_ASYNC = 'McpSubscriptionsModule.forRootAsync()';
 const ROUTE_OPTION_KEYS = optionKeys<McpSubscriptionsRouteOptions>({ path: true, guards: true, isGlobal: true });
 
 /** What `forRoot()` takes besides the extras, and what a `forRootAsync()` factory returns. */
-const MODULE_OPTION_KEYS = optionKeys<McpSubscriptionsOptions>({
-  hub: true,
-  capabilities: true,
-  canRead: true,
-  handleSubscribeResource: true,
-  canAccessTask: true,
-  keepAliveMs: true,
-  maxFilterEntries: true,
-  authorizeConcurrency: true,
-  authorizeTimeoutMs: true,
-  protocolVersions: true,
-  serverInfo: true,
-  logger: true,
-  principal: true,
-  maxBodyBytes: true,
-});
+const MODULE_OPTION_KEYS: readonly string[] = [...LISTEN_OPTION_KEYS, ...NODE_ADAPTER_OPTION_KEYS];
 
 const ASYNC_OPTION_KEYS = optionKeys<McpSubscriptionsModuleAsyncOptions>({
   imports: true,
