@@ -8,38 +8,30 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, rmSync } from 'node:fs';
 import path from 'node:path';
+import { installPacked, packPackage, PACK_TIMEOUT_MS, type Packed } from './helpers/pack.ts';
 import { REPO_ROOT } from './helpers/sample-app.ts';
 import { listen, listenBody, listenHeaders, post, type SseStream } from './helpers/sse.ts';
 
 const FIXTURES = path.join(REPO_ROOT, 'test', 'nest-compat');
 const TSC = path.join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
 
-let packed: string | undefined;
-let packDir: string | undefined;
+let packed: Packed | undefined;
 const children = new Set<ChildProcess>();
 const streams: SseStream[] = [];
 
-// `npm pack` builds the package twice (ESM and CommonJS) before it packs: give it minutes on a busy machine.
-const PACK_TIMEOUT_MS = 300_000;
 // A first run installs each fixture's own Nest with `npm ci`, then compiles and starts the app.
 const FIXTURE_TIMEOUT_MS = 600_000;
 
 beforeAll(() => {
-  packDir = mkdtempSync(path.join(tmpdir(), 'mcp-subscriptions-pack-'));
-  // `npm pack` runs `prepack` (npm run build): the ESM and the CommonJS builds, as published.
-  execFileSync('npm', ['pack', '--silent', '--pack-destination', packDir], { cwd: REPO_ROOT, stdio: 'ignore' });
-  const tarball = readdirSync(packDir).find((name) => name.endsWith('.tgz'));
-  expect(tarball).toBeTruthy(); // npm pack wrote a tarball
-  packed = path.join(packDir, tarball!);
+  packed = packPackage();
 }, PACK_TIMEOUT_MS);
 
 afterAll(() => {
   for (const stream of streams.splice(0)) stream.close();
   for (const child of children) child.kill('SIGKILL');
-  if (packDir !== undefined) rmSync(packDir, { recursive: true, force: true });
+  packed?.dispose();
 });
 
 /** Installs the fixture's own Nest from its lockfile (first use only), unpacks the package, compiles the app. */
@@ -48,10 +40,7 @@ function prepare(fixture: string): void {
   if (!existsSync(path.join(dir, 'node_modules', '@nestjs', 'core'))) {
     execFileSync('npm', ['ci', '--no-audit', '--no-fund', '--prefix', dir], { stdio: 'ignore' });
   }
-  const target = path.join(dir, 'node_modules', 'mcp-subscriptions');
-  rmSync(target, { recursive: true, force: true });
-  mkdirSync(target, { recursive: true });
-  execFileSync('tar', ['-xzf', packed!, '-C', target, '--strip-components=1']);
+  installPacked(packed!.tarball, dir);
   rmSync(path.join(dir, 'dist'), { recursive: true, force: true });
   execFileSync(process.execPath, [TSC, '-p', dir], { stdio: 'pipe' });
 }
