@@ -241,6 +241,29 @@ describe('NestJS module: in front of the official SDK handler', () => {
     expect(update.params.uri).toBe('note://alice/a');
   });
 
+  it('the start-up log says listen is served in front of the host route, after Nest maps the host route first', async () => {
+    const lines: { level: string; message: string; context?: string }[] = [];
+    const record =
+      (level: string) =>
+      (message: unknown, context?: unknown): void => {
+        lines.push({ level, message: String(message), context: typeof context === 'string' ? context : undefined });
+      };
+    const logger = { log: record('log'), warn: record('warn'), error: record('error') };
+    await start({ host: 'sdk', appOptions: { logger } });
+    // Nest's router log names the host's route first (its module registers before ours); the module
+    // then says where listen is really served.
+    expect(lines.filter((line) => /Mapped \{\/mcp|subscriptions\/listen/.test(line.message))).toStrictEqual([
+      { level: 'log', message: 'Mapped {/mcp, ALL} route', context: 'RouterExplorer' },
+      { level: 'log', message: 'Mapped {/mcp, POST} route', context: 'RouterExplorer' },
+      {
+        level: 'log',
+        message:
+          'subscriptions/listen is served on POST /mcp: moved in front of 1 other controller route for that path, which serves everything else',
+        context: 'McpSubscriptions',
+      },
+    ]);
+  });
+
   it('an unreadable resources/read is refused by the very guard listen reused', async () => {
     const app = await start({ host: 'sdk' });
     const read = await mcpRequest(app.url, 'alice-token', 'resources/read', { uri: 'note://bob/b' });

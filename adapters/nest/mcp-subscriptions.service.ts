@@ -215,6 +215,15 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
       return;
     }
     const placement = placeListenRoute(adapter.getInstance());
+    if (placement.found) {
+      // Nest's own route log lists the host's MCP route first (its module registers first): say
+      // where listen is really served, so that log does not read as if ours were shadowed.
+      const ahead =
+        placement.movedBefore === 0
+          ? 'no other controller route serves that path'
+          : `moved in front of ${placement.movedBefore} other controller route${placement.movedBefore === 1 ? '' : 's'} for that path, which serve${placement.movedBefore === 1 ? 's' : ''} everything else`;
+      this.logger.log(`subscriptions/listen is served on POST ${placement.path ?? '(unknown path)'}: ${ahead}`);
+    }
     if (placement.shadowedBy > 0) {
       this.logger.warn(
         'POST on the MCP path is also served by a handler mounted on the HTTP adapter outside Nest routing ' +

@@ -21,6 +21,8 @@ interface Layer {
 export interface RoutePlacement {
   /** The listen route was found in the router. */
   readonly found: boolean;
+  /** Its path, as the router has it (with the global prefix), when found. */
+  readonly path: string | undefined;
   /** It was moved in front of this many controller routes for the same path. */
   readonly movedBefore: number;
   /** Handlers for `POST <path>` outside Nest's routing, ahead of every controller route (see the module doc). */
@@ -54,7 +56,8 @@ function servesPost(layer: Layer, path: unknown): boolean {
 export function placeListenRoute(app: unknown): RoutePlacement {
   const stack = routerStack(app);
   const ours = stack?.findIndex((layer) => handlesOf(layer).some((h) => hasMetadata(MCP_SUBSCRIPTIONS_ROUTE, h)));
-  if (stack === undefined || ours === undefined || ours < 0) return { found: false, movedBefore: 0, shadowedBy: 0 };
+  if (stack === undefined || ours === undefined || ours < 0)
+    return { found: false, path: undefined, movedBefore: 0, shadowedBy: 0 };
   const path = stack[ours]?.route?.path;
   const isController = (layer: Layer): boolean =>
     handlesOf(layer).some((h) => hasMetadata(PATH_METADATA, h) && hasMetadata(METHOD_METADATA, h));
@@ -75,5 +78,5 @@ export function placeListenRoute(app: unknown): RoutePlacement {
     const [listen] = stack.splice(ours, 1);
     stack.splice(first, 0, listen as Layer);
   }
-  return { found: true, movedBefore, shadowedBy };
+  return { found: true, path: typeof path === 'string' ? path : undefined, movedBefore, shadowedBy };
 }
