@@ -3,6 +3,7 @@
  * acknowledgement and produces the `capabilities` the host advertises in `server/discover`, so the two
  * can never disagree.
  */
+import { describeValue, ErrorCode, OptionsError } from './errors.ts';
 import { TASKS_EXTENSION } from './events.ts';
 import type { ResolvedCapabilities, ServerCapabilitiesFragment, SubscriptionCapabilities } from './types.ts';
 import { booleanOption, knownKeys, optionKeys, optionsObject } from './validate.ts';
@@ -47,4 +48,80 @@ export function toServerCapabilities(capabilities: SubscriptionCapabilities): Se
   }
   if (caps.tasks) out.extensions = { [TASKS_EXTENSION]: {} };
   return out;
+}
+
+/**
+ * What {@link advertiseOffer} needs of an MCP server: the official SDK's low-level `Server`, or its
+ * `McpServer` (whose `server` is one). Typed by shape, so this module imports no SDK.
+ */
+export interface CapabilitiesHolder {
+  getCapabilities(): object;
+  registerCapabilities(capabilities: object): void;
+}
+
+type Kind = 'tools' | 'prompts' | 'resources';
+const LIST_FLAG: Readonly<Record<Kind, keyof SubscriptionCapabilities>> = Object.freeze({
+  tools: 'toolsListChanged',
+  prompts: 'promptsListChanged',
+  resources: 'resourcesListChanged',
+});
+
+/**
+ * The capabilities `server` would advertise, with every `listChanged` and `resources.subscribe` bit set
+ * to exactly what the offer honours. Only kinds the server already advertises are touched: a kind is
+ * never added or removed here, since that says whether the server has tools, prompts or resources.
+ */
+export function clampToOffer(advertised: object, offer: ResolvedCapabilities): object {
+  const out: Record<string, unknown> = { ...advertised };
+  for (const kind of ['tools', 'prompts', 'resources'] as const) {
+    const current = out[kind];
+    if (typeof current !== 'object' || current === null) continue;
+    const next: Record<string, unknown> = { ...(current as Record<string, unknown>) };
+    delete next.listChanged;
+    if (offer[LIST_FLAG[kind]]) next.listChanged = true;
+    if (kind === 'resources') {
+      delete next.subscribe;
+      if (offer.resourceSubscriptions) next.subscribe = true;
+    }
+    out[kind] = next;
+  }
+  return out;
+}
+
+/**
+ * Makes an MCP server advertise exactly what listen honours, whatever it registers later. Merges
+ * {@link toServerCapabilities} of the offer into the server's capabilities, and from then on every
+ * `listChanged` and `resources.subscribe` bit it advertises (in `server/discover` and `initialize`) is
+ * the offer's: the official SDK's `McpServer` turns `listChanged` on by itself for every kind it
+ * registers (a resource, a prompt), which would promise notifications listen does not deliver.
+ * Call it before the server is connected (the SDK refuses new capabilities after). Returns `server`.
+ *
+ * @example
+ * ```ts
+ * const offer = defineCapabilities({ toolsListChanged: true, resourceSubscriptions: true });
+ * const server = advertiseOffer(new McpServer({ name: 'notes', version: '1.0.0' }), offer);
+ * server.registerResource(...); // resources.listChanged stays off: the offer does not honour it
+ * ```
+ */
+export function advertiseOffer<S extends CapabilitiesHolder | { readonly server: CapabilitiesHolder }>(
+  server: S,
+  offer: SubscriptionCapabilities,
+): S {
+  const resolved = defineCapabilities(offer);
+  const holder = (
+    typeof server === 'object' && server !== null && 'server' in server ? server.server : server
+  ) as Partial<CapabilitiesHolder> | null;
+  if (typeof holder?.getCapabilities !== 'function' || typeof holder.registerCapabilities !== 'function') {
+    throw new OptionsError(
+      ErrorCode.InvalidServer,
+      `Expected an MCP server (the SDK's McpServer or Server, with getCapabilities() and registerCapabilities()), got ${describeValue(server)}`,
+    );
+  }
+  const target = holder as CapabilitiesHolder;
+  target.registerCapabilities(toServerCapabilities(resolved));
+  const advertised = target.getCapabilities.bind(target);
+  // Clamped when read, not when registered: the SDK registers a kind's capability the first time one
+  // of its items is registered, at any point before the server is connected.
+  target.getCapabilities = () => clampToOffer(advertised(), resolved);
+  return server;
 }

@@ -45,6 +45,8 @@ export const ErrorCode = Object.freeze({
   InvalidProtocolVersions: 'ERR_MCP_SUBSCRIPTIONS_INVALID_PROTOCOL_VERSIONS',
   /** `serverInfo` is not an object. */
   InvalidServerInfo: 'ERR_MCP_SUBSCRIPTIONS_INVALID_SERVER_INFO',
+  /** `advertiseOffer()` was handed something that is not an MCP server (no `getCapabilities()`). */
+  InvalidServer: 'ERR_MCP_SUBSCRIPTIONS_INVALID_SERVER',
   /** Nest: `path` is not a non-empty string. */
   InvalidPath: 'ERR_MCP_SUBSCRIPTIONS_INVALID_PATH',
   /** Nest: an entry of `guards` is neither a guard class nor an object with `canActivate()`. */

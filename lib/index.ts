@@ -20,7 +20,8 @@
  */
 export { SubscriptionHub } from './subscription-hub.ts';
 export { MemoryBus } from './bus.ts';
-export { defineCapabilities, toServerCapabilities } from './capabilities.ts';
+export { advertiseOffer, defineCapabilities, toServerCapabilities } from './capabilities.ts';
+export type { CapabilitiesHolder } from './capabilities.ts';
 export {
   CheckTimeoutError,
   ErrorCode,

@@ -15,7 +15,7 @@ import {
   ResourceTemplate,
   type CallToolResult,
 } from '@modelcontextprotocol/server';
-import { toServerCapabilities, type SubscriptionHub } from 'mcp-subscriptions';
+import { advertiseOffer, type SubscriptionHub } from 'mcp-subscriptions';
 import * as z from 'zod';
 import { principalOf } from './auth.ts';
 import type { NotesService } from './notes-service.ts';
@@ -54,9 +54,10 @@ function text(value: string): CallToolResult {
  */
 export function createNotesMcpServer(options: NotesMcpServerOptions): McpServer {
   const { notes, canRead, hub } = options;
-  const server = new McpServer(
-    { name: options.serverInfo.name, version: options.serverInfo.version },
-    { capabilities: toServerCapabilities(offer) },
+  // discover advertises exactly the offer listen honours, whatever the server registers below.
+  const server = advertiseOffer(
+    new McpServer({ name: options.serverInfo.name, version: options.serverInfo.version }),
+    offer,
   );
 
   server.registerResource(

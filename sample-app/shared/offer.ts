@@ -1,7 +1,7 @@
 /**
  * What the sample apps offer on listen streams, declared once. The listen middleware honours exactly
  * this (its `capabilities` option) and the MCP server advertises exactly this in `server/discover`
- * (through `toServerCapabilities(offer)`), so the two can never disagree.
+ * (through `advertiseOffer(server, offer)`), so the two can never disagree.
  */
 import { defineCapabilities } from 'mcp-subscriptions';
 
