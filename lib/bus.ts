@@ -1,23 +1,29 @@
 /**
  * The bus joins the hubs of several processes: an event published on one node reaches the streams of
- * every node. One interface, an in-memory default here, a Redis bus in `mcp-subscriptions/redis`.
+ * every node, and a cancellation received by one node reaches the stream wherever it is held. One interface, an in-memory default here, a Redis bus in `mcp-subscriptions/redis`.
  */
-import type { BusMember, SubscriptionBus, SubscriptionEvent } from './types.ts';
+import type { BusListener, BusMember, SubscriptionBus } from './types.ts';
 
 /**
  * The default bus: hubs in one process. With a single hub it costs nothing per publish; with several
  * (one per tenant, or tests of several "nodes") it delivers synchronously to the others.
  */
 export class MemoryBus implements SubscriptionBus {
-  private readonly members = new Set<(event: SubscriptionEvent) => void>();
+  private readonly members = new Set<BusListener>();
 
-  join(onEvent: (event: SubscriptionEvent) => void): BusMember {
-    // Each membership is its own function, so one hub joining twice is still two members.
-    const member = (event: SubscriptionEvent): void => onEvent(event);
+  join(listener: BusListener): BusMember {
+    // Each membership is its own object, so one hub joining twice is still two members.
+    const member: BusListener = {
+      event: (event) => listener.event(event),
+      cancel: (principal, id) => listener.cancel(principal, id),
+    };
     this.members.add(member);
     return {
       publish: (event) => {
-        for (const other of this.members) if (other !== member) other(event);
+        for (const other of this.members) if (other !== member) other.event(event);
+      },
+      cancel: (principal, id) => {
+        for (const other of this.members) if (other !== member) other.cancel(principal, id);
       },
       leave: () => {
         this.members.delete(member);

@@ -168,10 +168,15 @@ export class SubscriptionHub {
   private opened = 0;
   private refused = 0;
   private closing = false;
+  /** Whether the bus failed last time: a bus that is down is reported once per outage, not per event. */
+  private busFailing = false;
 
   constructor(options: SubscriptionHubOptions = {}) {
     this.options = resolveHubOptions(options);
-    this.member = this.options.bus.join((event) => this.deliver(event));
+    this.member = this.options.bus.join({
+      event: (event) => this.fromBus(() => this.deliver(event)),
+      cancel: (principal, id) => this.fromBus(() => this.cancelHere(principal, id)),
+    });
   }
 
   /** Tells every stream listening for tool list changes. */
@@ -209,7 +214,7 @@ export class SubscriptionHub {
     // Host code may still publish while the app shuts down: a closed hub delivers nothing, quietly.
     if (this.closing) return { matched: 0, written: 0, queued: 0, coalesced: 0, dropped: 0, closed: 0 };
     const report = this.deliver(valid);
-    this.member.publish(valid);
+    this.toBus(() => this.member.publish(valid));
     return report;
   }
 
@@ -287,15 +292,15 @@ export class SubscriptionHub {
   }
 
   /**
-   * Closes, without writing anything more, the open streams of `principal` whose listen id is
-   * `id` (a `notifications/cancelled` for them). Returns how many were closed.
+   * A `notifications/cancelled` for `principal`'s listen `id`: closes, without writing anything
+   * more, this node's open streams of that principal with that id, and returns how many. When this
+   * node holds none, the cancellation goes to the bus, so that the node holding the stream closes it
+   * (for the same principal only).
    */
   cancel(principal: string, id: RequestId): number {
-    const set = this.byRequest.get(requestKey(principal, id));
-    if (set === undefined) return 0;
-    const matched = [...set];
-    for (const stream of matched) stream.cancel('cancelled');
-    return matched.length;
+    const closed = this.cancelHere(principal, id);
+    if (closed === 0 && !this.closing) this.toBus(() => this.member.cancel(principal, id));
+    return closed;
   }
 
   /** A snapshot of the hub's state and counters. */
@@ -348,8 +353,67 @@ export class SubscriptionHub {
     try {
       await this.complete();
     } finally {
-      await this.member.leave();
+      await this.leaveBus();
     }
+  }
+
+  /** This node's streams of `principal` with listen id `id`, closed; how many. */
+  private cancelHere(principal: string, id: RequestId): number {
+    const set = this.byRequest.get(requestKey(principal, id));
+    if (set === undefined) return 0;
+    const matched = [...set];
+    for (const stream of matched) stream.cancel('cancelled');
+    return matched.length;
+  }
+
+  /**
+   * Hands something to the bus. The bus contract says it never throws; one that does must still not
+   * reach the host's route: the event was delivered here, and the failure is logged once per outage.
+   */
+  private toBus(send: () => void): void {
+    try {
+      send();
+      this.busFailing = false;
+    } catch (error) {
+      if (!this.busFailing) {
+        this.busFailing = true;
+        this.options.logger.error('the bus failed; events reach this node only until it recovers', { error });
+      }
+    }
+  }
+
+  /** Runs what the bus delivered; a failure is logged and never thrown back into the bus. */
+  private fromBus(run: () => unknown): void {
+    try {
+      run();
+    } catch (error) {
+      this.options.logger.error('delivering a message from the bus failed', { error });
+    }
+  }
+
+  /**
+   * Leaves the bus within `completeTimeoutMs`: a bus that hangs or fails on leave must not hold up the
+   * app's shutdown.
+   */
+  private async leaveBus(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), this.options.completeTimeoutMs);
+      timer.unref();
+    });
+    const left = Promise.resolve()
+      .then(() => this.member.leave())
+      .then(
+        () => 'left' as const,
+        (error: unknown) => {
+          this.options.logger.error('leaving the bus failed; closed anyway', { error });
+          return 'failed' as const;
+        },
+      );
+    if ((await Promise.race([left, timedOut])) === 'timeout') {
+      this.options.logger.error(`the bus did not let go within ${this.options.completeTimeoutMs} ms; closed anyway`);
+    }
+    clearTimeout(timer);
   }
 
   private shuttingDown(id: RequestId | null): ProtocolError {

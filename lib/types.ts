@@ -135,24 +135,38 @@ export interface Logger {
   error(message: string, details?: Record<string, unknown>): void;
 }
 
-/** A hub's membership of a bus. */
-export interface BusMember {
+/** What a bus hands a member: what the other members published. Called synchronously or not. */
+export interface BusListener {
+  /** An event another node published: deliver it to this node's streams. */
+  event(event: SubscriptionEvent): void;
   /**
-   * Sends an event to every other member (never back to this one: the hub has already delivered it
-   * locally). Must not throw: a bus that is down logs and reports, it never fails the host's call.
+   * A `notifications/cancelled` another node received for a stream it does not hold: close this
+   * node's streams of `principal` whose listen id is `id`.
    */
+  cancel(principal: string, id: RequestId): void;
+}
+
+/**
+ * A hub's membership of a bus. No method may throw or reject into the hub: a bus that is down logs,
+ * counts and reports, and never fails the host's call.
+ */
+export interface BusMember {
+  /** Sends an event to every other member (never back to this one: the hub has delivered it locally). */
   publish(event: SubscriptionEvent): void;
-  /** Leaves the bus; no event reaches this member afterwards. Idempotent. */
+  /** Sends a cancellation to every other member. */
+  cancel(principal: string, id: RequestId): void;
+  /** Leaves the bus; nothing reaches this member afterwards. Idempotent. */
   leave(): void | Promise<void>;
 }
 
 /**
- * What carries events between the hubs of several nodes. Implement it over your own pub/sub to add a
- * transport; `MemoryBus` is the in-process default.
+ * What carries events and cancellations between the hubs of several nodes. Implement it over your
+ * own pub/sub to add a transport; `MemoryBus` is the in-process default, `RedisBus`
+ * (`mcp-subscriptions/redis`) the one for several processes.
  */
 export interface SubscriptionBus {
-  /** Joins the bus: `onEvent` receives every event another member publishes. */
-  join(onEvent: (event: SubscriptionEvent) => void): BusMember;
+  /** Joins the bus: `listener` receives what every other member publishes. */
+  join(listener: BusListener): BusMember;
 }
 
 /** Options of `new SubscriptionHub(options)`. Unknown keys are refused. */

@@ -1,11 +1,18 @@
 /**
  * The contract every `SubscriptionBus` keeps, as one suite: `describeBusContract(name, makeBus)`.
  * MemoryBus runs it today; RedisBus (adapters/redis) runs the very same suite against a real Redis.
- * Delivery may be asynchronous (a network bus), so every expectation waits for a condition.
+ * Delivery may be asynchronous (a network bus), so every expectation waits for a condition, and every
+ * "nothing arrives" waits for a later marker to arrive first (one tick proves nothing on a network).
  */
 import { afterAll, describe, expect, test } from '@jest/globals';
-import { SubscriptionHub, type BusMember, type SubscriptionBus, type SubscriptionEvent } from '../../lib/index.ts';
-import { FakeResponse, openStream, recordingLogger, settle, waitFor } from './fake-response.ts';
+import {
+  SubscriptionHub,
+  type BusMember,
+  type RequestId,
+  type SubscriptionBus,
+  type SubscriptionEvent,
+} from '../../lib/index.ts';
+import { FakeResponse, openStream, recordingLogger, waitFor } from './fake-response.ts';
 
 /** A bus under test, and how to dispose of it. */
 export interface BusUnderTest {
@@ -33,12 +40,26 @@ const EVENTS: readonly SubscriptionEvent[] = [
   },
 ];
 
-/** A member that records what reaches it. */
-function recorder(bus: SubscriptionBus): { member: BusMember; seen: SubscriptionEvent[] } {
-  const seen: SubscriptionEvent[] = [];
-  const member = bus.join((event) => seen.push(event));
-  return { member, seen };
+/** A member that records what reaches it, events and cancellations in one ordered log. */
+interface Recorder {
+  readonly member: BusMember;
+  readonly seen: SubscriptionEvent[];
+  readonly cancels: [string, RequestId][];
 }
+
+function recorder(bus: SubscriptionBus): Recorder {
+  const seen: SubscriptionEvent[] = [];
+  const cancels: [string, RequestId][] = [];
+  const member = bus.join({
+    event: (event) => seen.push(event),
+    cancel: (principal, id) => cancels.push([principal, id]),
+  });
+  return { member, seen, cancels };
+}
+
+const MARKER_URI = 'marker://done';
+const MARKER: SubscriptionEvent = { kind: 'resource_updated', uri: MARKER_URI };
+const isMarker = (event: SubscriptionEvent): boolean => event.kind === 'resource_updated' && event.uri === MARKER_URI;
 
 /** Runs the bus contract against buses made by `makeBus` (a fresh bus per test). */
 export function describeBusContract(name: string, makeBus: () => Promise<BusUnderTest> | BusUnderTest): void {
@@ -62,11 +83,28 @@ export function describeBusContract(name: string, makeBus: () => Promise<BusUnde
       await waitFor(() => b.seen.length === EVENTS.length && c.seen.length === EVENTS.length, 'delivery to b and c');
       expect(b.seen).toStrictEqual(EVENTS);
       expect(c.seen).toStrictEqual(EVENTS);
-      // A sentinel from another member proves nothing more is coming back to the publisher.
-      b.member.publish({ kind: 'tools_list_changed' });
-      await waitFor(() => a.seen.length === 1, 'the sentinel at a');
-      expect(a.seen).toStrictEqual([{ kind: 'tools_list_changed' }]);
+      // A marker from another member, published after: once it reached a, nothing of a's is still coming.
+      b.member.publish(MARKER);
+      await waitFor(() => a.seen.some(isMarker), 'the marker at a');
+      expect(a.seen).toStrictEqual([MARKER]);
       for (const m of [a, b, c]) await m.member.leave();
+    });
+
+    test('a cancellation reaches every other member, never the one that sent it', async () => {
+      const bus = await fresh();
+      const a = recorder(bus);
+      const b = recorder(bus);
+      a.member.cancel('alice', 'listen:1');
+      a.member.cancel('bob', 7);
+      await waitFor(() => b.cancels.length === 2, 'both cancellations at b');
+      expect(b.cancels).toStrictEqual([
+        ['alice', 'listen:1'],
+        ['bob', 7],
+      ]);
+      b.member.publish(MARKER);
+      await waitFor(() => a.seen.some(isMarker), 'the marker at a');
+      expect(a.cancels).toStrictEqual([]);
+      for (const m of [a, b]) await m.member.leave();
     });
 
     test('a member that left hears nothing more; leave() is idempotent', async () => {
@@ -77,23 +115,28 @@ export function describeBusContract(name: string, makeBus: () => Promise<BusUnde
       await b.member.leave();
       await b.member.leave();
       a.member.publish({ kind: 'resource_updated', uri: 'note://x' });
-      await waitFor(() => c.seen.length === 1, 'delivery to c');
-      await settle();
+      a.member.cancel('alice', 1);
+      a.member.publish(MARKER);
+      await waitFor(() => c.seen.some(isMarker), 'the marker at c');
+      expect(c.seen).toStrictEqual([{ kind: 'resource_updated', uri: 'note://x' }, MARKER]);
+      expect(c.cancels).toStrictEqual([['alice', 1]]);
       expect(b.seen).toStrictEqual([]);
+      expect(b.cancels).toStrictEqual([]);
       for (const m of [a, c]) await m.member.leave();
     });
 
     test('one hub joining twice is two members', async () => {
       const bus = await fresh();
-      const seen: SubscriptionEvent[] = [];
-      const first = bus.join((event) => seen.push(event));
-      const second = bus.join((event) => seen.push(event));
-      first.publish({ kind: 'prompts_list_changed' });
-      await waitFor(() => seen.length === 1, 'delivery to the second membership');
-      await settle();
-      expect(seen.length).toBe(1);
-      await first.leave();
-      await second.leave();
+      const first = recorder(bus);
+      const second = recorder(bus);
+      first.member.publish({ kind: 'prompts_list_changed' });
+      await waitFor(() => second.seen.length === 1, 'delivery to the second membership');
+      second.member.publish(MARKER);
+      await waitFor(() => first.seen.some(isMarker), 'the marker at the first membership');
+      expect(first.seen).toStrictEqual([MARKER]);
+      expect(second.seen).toStrictEqual([{ kind: 'prompts_list_changed' }]);
+      await first.member.leave();
+      await second.member.leave();
     });
 
     test('hubs on the bus: an event published on one reaches the streams of the others, once each', async () => {
@@ -101,16 +144,37 @@ export function describeBusContract(name: string, makeBus: () => Promise<BusUnde
       const hubs = [1, 2, 3].map(() => new SubscriptionHub({ bus, logger: recordingLogger() }));
       const responses = hubs.map((hub, i) => {
         const res = new FakeResponse();
-        openStream(hub, res, { id: `s${i}`, filter: { resourceSubscriptions: ['note://shared/plan'] } });
+        openStream(hub, res, { id: `s${i}`, filter: { resourceSubscriptions: ['note://shared/plan', MARKER_URI] } });
         return res;
       });
+      const updates = (res: FakeResponse, uri: string) =>
+        res.messages().filter((m: any) => m.method === 'notifications/resources/updated' && m.params?.uri === uri)
+          .length;
       hubs[0]!.resourceUpdated('note://shared/plan');
-      const updates = (res: FakeResponse) =>
-        res.messages().filter((m: { method?: string }) => m.method === 'notifications/resources/updated');
-      await waitFor(() => responses.every((res) => updates(res).length === 1), 'one update on every node');
-      await settle();
-      expect(responses.map((res) => updates(res).length)).toStrictEqual([1, 1, 1]);
+      hubs[0]!.resourceUpdated(MARKER_URI);
+      await waitFor(() => responses.every((res) => updates(res, MARKER_URI) === 1), 'the marker on every node');
+      expect(responses.map((res) => updates(res, 'note://shared/plan'))).toStrictEqual([1, 1, 1]);
       for (const hub of hubs) await hub.close();
+    });
+
+    test('hubs on the bus: a cancellation received by one node ends the stream another node holds, for that principal only', async () => {
+      const bus = await fresh();
+      const [a, b] = [1, 2].map(() => new SubscriptionHub({ bus, logger: recordingLogger() })) as [
+        SubscriptionHub,
+        SubscriptionHub,
+      ];
+      const alices = new FakeResponse();
+      const bobs = new FakeResponse();
+      openStream(b, alices, { principal: 'alice', id: 'listen:1' });
+      openStream(b, bobs, { principal: 'bob', id: 'listen:1' });
+      // Mallory's cancel of the same id changes nothing; alice's, received by the other node, ends hers.
+      expect(a.cancel('mallory', 'listen:1')).toBe(0);
+      expect(a.cancel('alice', 'listen:1')).toBe(0);
+      await waitFor(() => b.stats().closed.cancelled === 1, "alice's stream cancelled on the node that holds it");
+      expect(alices.destroyed).toBe(true);
+      expect(bobs.destroyed).toBe(false);
+      expect(b.stats().openByPrincipal).toStrictEqual({ bob: 1 });
+      for (const hub of [a, b]) await hub.close();
     });
   });
 }
