@@ -82,13 +82,13 @@ export interface NotificationFilter {
 
 /**
  * The change notifications a host can deliver. Every field defaults to `false`. The same declaration
- * narrows every acknowledgement and, through `toServerCapabilities()`, is what `server/discover`
+ * narrows every acknowledgement and, through `advertiseOffer()`, is what `server/discover`
  * advertises.
  *
  * @example
  * ```ts
  * const offer = defineCapabilities({ toolsListChanged: true, resourceSubscriptions: true });
- * new McpServer(info, { capabilities: toServerCapabilities(offer) });
+ * const server = advertiseOffer(new McpServer(info), offer);
  * app.post('/mcp', mcpSubscriptions({ hub, capabilities: offer, canRead }));
  * ```
  */
@@ -293,7 +293,7 @@ export interface ListenHandlerOptions<Req = unknown> {
   readonly hub: SubscriptionHub;
   /**
    * What the server offers, declared once: the acknowledgement is narrowed to it, and
-   * `toServerCapabilities()` of the same object is what `server/discover` should advertise. Required.
+   * `advertiseOffer(server, capabilities)` makes `server/discover` advertise exactly it. Required.
    */
   readonly capabilities: SubscriptionCapabilities;
   /**
