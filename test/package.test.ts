@@ -170,6 +170,18 @@ describe('the published files', () => {
     ).toStrictEqual({ type: 'commonjs' });
   });
 
+  it('have declarations that import each other by their .js names, as TypeScript before 5 requires', () => {
+    const root = path.join(unpacked, 'node_modules', 'mcp-subscriptions');
+    const declarations = files.filter((file) => file.endsWith('.d.ts'));
+    const specifiers = declarations.flatMap((file) =>
+      [
+        ...readFileSync(path.join(root, file), 'utf8').matchAll(/(?:\bfrom\s*|\bimport\s*\(\s*)['"](\.[^'"]*)['"]/g),
+      ].map((match) => `${file}: ${match[1]}`),
+    );
+    expect(specifiers.length).toBeGreaterThan(declarations.length); // the pattern does find their imports
+    expect(specifiers.filter((specifier) => !specifier.endsWith('.js'))).toStrictEqual([]);
+  });
+
   it('have source maps whose sources are all in the tarball', () => {
     const root = path.join(unpacked, 'node_modules', 'mcp-subscriptions');
     const maps = files.filter((file) => file.endsWith('.map'));
