@@ -7,7 +7,8 @@ import tseslint from 'typescript-eslint';
 const frameworks = ['express', 'express4', '@nestjs/*', 'ioredis', 'redis', 'rxjs', 'class-validator'];
 
 export default tseslint.config(
-  // test/nest-compat/: apps for another Nest major each, type-checked by their own tsc when the test builds them.
+  // test/nest-compat/: apps for another Nest major each; test/consumers/: projects compiled against the packed
+  // package in each module mode. Each is type-checked by its own tsconfig when its test builds it.
   {
     ignores: [
       'node_modules/',
@@ -17,6 +18,7 @@ export default tseslint.config(
       'eslint.config.js',
       'jest.config.js',
       'test/nest-compat/',
+      'test/consumers/',
     ],
   },
   js.configs.recommended,

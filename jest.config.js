@@ -6,8 +6,8 @@ export default {
   testEnvironment: 'node',
   roots: ['<rootDir>/test'],
   testMatch: ['<rootDir>/test/**/*.test.ts'],
-  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/nest-compat/'],
-  modulePathIgnorePatterns: ['<rootDir>/test/nest-compat/', '<rootDir>/dist/'],
+  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/nest-compat/', '<rootDir>/test/consumers/'],
+  modulePathIgnorePatterns: ['<rootDir>/test/nest-compat/', '<rootDir>/test/consumers/', '<rootDir>/dist/'],
   extensionsToTreatAsEsm: ['.ts'],
   moduleNameMapper: {
     '^mcp-subscriptions$': '<rootDir>/lib/index.ts',

@@ -16,7 +16,7 @@ import { buildRows, formatTable, type Report } from './report.ts';
 import { SCENARIOS } from './scenarios.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const NODE_ARGS = ['--conditions=source', '--import', 'tsx'];
+const NODE_ARGS = ['--conditions=mcp-subscriptions-source', '--import', 'tsx'];
 const SERVER_FILES: Record<Target, string[]> = {
   ours: ['bench/servers/host.ts', 'ours'],
   sdk: ['bench/servers/host.ts', 'sdk'],

@@ -438,7 +438,7 @@ describe('NestJS module: shutdown', () => {
   it('with enableShutdownHooks(), SIGTERM ends every open stream with the terminal result before the process goes', async () => {
     const child = spawn(
       process.execPath,
-      ['--conditions=source', '--import', 'tsx', 'test/helpers/nest-shutdown-app.ts'],
+      ['--conditions=mcp-subscriptions-source', '--import', 'tsx', 'test/helpers/nest-shutdown-app.ts'],
       {
         cwd: REPO_ROOT,
         stdio: ['ignore', 'pipe', 'pipe'],

@@ -89,7 +89,7 @@ const CONTRACT_VARIABLES = [
 const LISTENING = /^listening on (http:\/\/([^/\s]+))\/mcp\s*$/m;
 
 /**
- * Starts a sample app the way `npm start` / `npm run start:nest` do (`node --conditions=source
+ * Starts a sample app the way `npm start` / `npm run start:nest` do (`node --conditions=mcp-subscriptions-source
  * --import tsx sample-app/<kind>/main.ts` from the repo root) with `PORT=0` and `HOST=127.0.0.1`,
  * plus `env` (an `undefined` value unsets a variable, to exercise its default). Resolves once it
  * printed its `listening on` line.
@@ -109,7 +109,7 @@ export function startSample(
   // viaNpm: exactly the README's command (`npm start`), signals included, as a user runs it.
   const [command, args] = viaNpm
     ? ['npm', ['run', '--silent', kind === 'express' ? 'start' : 'start:nest']]
-    : [process.execPath, ['--conditions=source', '--import', 'tsx', `sample-app/${kind}/main.ts`]];
+    : [process.execPath, ['--conditions=mcp-subscriptions-source', '--import', 'tsx', `sample-app/${kind}/main.ts`]];
   const child = spawn(command, args, {
     cwd: REPO_ROOT,
     env: childEnv,

@@ -1,0 +1,35 @@
+// A CommonJS consumer of the packed package: a value and a type from each entry, then where `require()`
+// found each entry, printed as one JSON line for test/package.test.ts.
+import { SubscriptionHub, type HubStats } from 'mcp-subscriptions';
+import { mcpSubscriptions, type McpSubscriptionsMiddleware } from 'mcp-subscriptions/express';
+import { McpSubscriptionsModule, type McpSubscriptionsModuleOptions } from 'mcp-subscriptions/nest';
+
+const hub = new SubscriptionHub();
+const stats: HubStats = hub.stats();
+const middleware: McpSubscriptionsMiddleware = mcpSubscriptions({ hub, capabilities: { toolsListChanged: true } });
+const options: McpSubscriptionsModuleOptions = { capabilities: { toolsListChanged: true } };
+const dynamicModule = McpSubscriptionsModule.forRoot(options);
+
+// Never called: it proves the types are the package's own, not `any`, since a wrong option must not compile.
+export function misuse(): SubscriptionHub {
+  // @ts-expect-error `maxBuffer` is a number
+  return new SubscriptionHub({ maxBuffer: 'many' });
+}
+
+console.log(
+  JSON.stringify({
+    format: 'commonjs',
+    resolved: {
+      '.': require.resolve('mcp-subscriptions'),
+      './express': require.resolve('mcp-subscriptions/express'),
+      './nest': require.resolve('mcp-subscriptions/nest'),
+    },
+    values: {
+      SubscriptionHub: typeof SubscriptionHub,
+      openStreams: stats.openStreams,
+      mcpSubscriptions: typeof middleware,
+      McpSubscriptionsModule: dynamicModule.module === McpSubscriptionsModule,
+    },
+  }),
+);
+void hub.close();
