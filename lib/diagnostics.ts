@@ -2,7 +2,7 @@
  * `node:diagnostics_channel` channels. Payloads name the honoured filter's kinds and counts, never a
  * URI or a task id: those can be confidential.
  */
-import diagnostics from 'node:diagnostics_channel';
+import { channel } from 'node:diagnostics_channel';
 import type { Logger } from './types.ts';
 
 /**
@@ -28,11 +28,11 @@ export const DiagnosticsChannel = Object.freeze({
   CheckError: 'mcp-subscriptions:check:error',
 });
 
-export const streamOpenChannel = diagnostics.channel(DiagnosticsChannel.StreamOpen);
-export const streamCloseChannel = diagnostics.channel(DiagnosticsChannel.StreamClose);
-export const publishChannel = diagnostics.channel(DiagnosticsChannel.Publish);
-export const overflowChannel = diagnostics.channel(DiagnosticsChannel.Overflow);
-export const checkErrorChannel = diagnostics.channel(DiagnosticsChannel.CheckError);
+export const streamOpenChannel = channel(DiagnosticsChannel.StreamOpen);
+export const streamCloseChannel = channel(DiagnosticsChannel.StreamClose);
+export const publishChannel = channel(DiagnosticsChannel.Publish);
+export const overflowChannel = channel(DiagnosticsChannel.Overflow);
+export const checkErrorChannel = channel(DiagnosticsChannel.CheckError);
 
 /** The default logger: one line on stderr per report. */
 export const consoleLogger: Logger = Object.freeze({

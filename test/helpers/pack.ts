@@ -4,7 +4,7 @@
  * Tests of the published artefact (Nest compatibility, the examples, module resolution) start here.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { REPO_ROOT } from './sample-app.ts';
@@ -20,10 +20,42 @@ export interface Packed {
   dispose(): void;
 }
 
+/**
+ * The build behind `npm pack` starts by emptying dist/, so two packs at once (jest workers on a machine
+ * with more cores) would delete each other's output: packs take turns through a lock directory (its
+ * creation is atomic), and a lock older than a pack could ever take is one a killed run left behind.
+ */
+const LOCK = path.join(REPO_ROOT, 'node_modules', '.cache', 'mcp-subscriptions-pack.lock');
+
+function withPackLock<T>(run: () => T): T {
+  mkdirSync(path.dirname(LOCK), { recursive: true });
+  const deadline = Date.now() + PACK_TIMEOUT_MS;
+  for (;;) {
+    try {
+      mkdirSync(LOCK);
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const held = statSync(LOCK, { throwIfNoEntry: false });
+      if (held === undefined) continue; // released meanwhile: try again at once
+      if (Date.now() - held.mtimeMs > PACK_TIMEOUT_MS) rmSync(LOCK, { recursive: true, force: true });
+      else if (Date.now() > deadline) throw new Error(`another pack held ${LOCK} for too long`);
+      else Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 250);
+    }
+  }
+  try {
+    return run();
+  } finally {
+    rmSync(LOCK, { recursive: true, force: true });
+  }
+}
+
 /** Packs the repository as `npm publish` would. */
 export function packPackage(): Packed {
   const dir = mkdtempSync(path.join(tmpdir(), 'mcp-subscriptions-pack-'));
-  execFileSync('npm', ['pack', '--silent', '--pack-destination', dir], { cwd: REPO_ROOT, stdio: 'ignore' });
+  withPackLock(() =>
+    execFileSync('npm', ['pack', '--silent', '--pack-destination', dir], { cwd: REPO_ROOT, stdio: 'ignore' }),
+  );
   const name = readdirSync(dir).find((file) => file.endsWith('.tgz'));
   if (name === undefined) throw new Error('npm pack wrote no tarball');
   return { tarball: path.join(dir, name), dispose: () => rmSync(dir, { recursive: true, force: true }) };
