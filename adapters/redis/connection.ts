@@ -107,7 +107,7 @@ abstract class BaseConnection implements Connection {
   }
 }
 
-interface IoRedisInternal extends IoRedisClient, Emitter {
+interface IoRedisInternal extends Omit<IoRedisClient, 'on'>, Emitter {
   unsubscribe(...channels: string[]): Promise<unknown>;
   quit(): Promise<unknown>;
   disconnect(): void;
@@ -123,7 +123,7 @@ class IoRedisConnection extends BaseConnection {
   private listening = false;
 
   constructor(client: IoRedisClient, owned: boolean) {
-    const io = client as IoRedisInternal;
+    const io = client as unknown as IoRedisInternal;
     super(io, owned);
     this.io = io;
   }
@@ -176,7 +176,7 @@ class IoRedisConnection extends BaseConnection {
   }
 }
 
-interface NodeRedisInternal extends NodeRedisClient, Emitter {
+interface NodeRedisInternal extends Omit<NodeRedisClient, 'on'>, Emitter {
   readonly isOpen: boolean;
   unsubscribe(channel: string, listener: (message: string, channel: string) => unknown): Promise<unknown>;
   // v5 and later: close() and destroy(); v4: quit() and disconnect().
@@ -194,7 +194,7 @@ class NodeRedisConnection extends BaseConnection {
   private readonly listeners = new Map<string, (message: string, channel: string) => void>();
 
   constructor(client: NodeRedisClient, owned: boolean) {
-    const nr = client as NodeRedisInternal;
+    const nr = client as unknown as NodeRedisInternal;
     super(nr, owned);
     this.nr = nr;
   }

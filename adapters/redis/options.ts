@@ -26,7 +26,7 @@ export interface IoRedisClient {
   readonly status: string;
   publish(channel: string, message: string): Promise<unknown>;
   subscribe(...channels: string[]): Promise<unknown>;
-  on(event: string, listener: (...args: never[]) => void): unknown;
+  on(event: string, listener: (...args: unknown[]) => void): unknown;
 }
 
 /** A node-redis client (`createClient({ url })` of `redis` 4.6 or later), connected by the caller. */
@@ -35,7 +35,7 @@ export interface NodeRedisClient {
   readonly isReady: boolean;
   publish(channel: string, message: string): Promise<unknown>;
   subscribe(channel: string, listener: (message: string, channel: string) => unknown): Promise<unknown>;
-  on(event: string, listener: (...args: never[]) => void): unknown;
+  on(event: string, listener: (...args: unknown[]) => void): unknown;
 }
 
 /** A connection the caller owns: an ioredis client or a node-redis client (told apart by shape). */

@@ -220,9 +220,14 @@ export class RedisBus implements SubscriptionBus {
           await connection.end(CLOSE_STEP_MS);
           return;
         }
-        // A caller's subscriber stays open: unsubscribe (a disconnected client with an offline queue
-        // sends it when it is back, so no stale subscription outlives the bus), then let go of it.
-        if (connection === subscriber) await within(connection.unsubscribe(this.channel), CLOSE_STEP_MS);
+        // A caller's subscriber stays open: unsubscribe, then let go of it. While it is down the
+        // UNSUBSCRIBE is not waited for: a client with an offline queue sends it when it is back (so
+        // no stale subscription outlives the bus), one without refuses it, and neither may hold up close().
+        if (connection === subscriber) {
+          const unsubscribed = connection.unsubscribe(this.channel);
+          if (connection.isReady()) await within(unsubscribed, CLOSE_STEP_MS);
+          else unsubscribed.catch(() => {});
+        }
         connection.detach();
       }),
     );
