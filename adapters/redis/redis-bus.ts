@@ -67,7 +67,8 @@ const MAX_IN_FLIGHT_BYTES = 16 * 1024 * 1024;
 /** How long `close()` waits for each graceful step (unsubscribe, QUIT) before going on without it. */
 const CLOSE_STEP_MS = 1000;
 
-const OUTAGE_MESSAGE = "Redis is unreachable; events reach this node's streams only until it is back";
+const OUTAGE_MESSAGE =
+  "Redis is unreachable (or refuses the bus's commands); events reach this node's streams only until it is back";
 
 /**
  * A `SubscriptionBus` over Redis pub/sub, for several processes (or machines) serving one MCP server.
