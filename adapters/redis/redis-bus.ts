@@ -46,7 +46,7 @@ export interface RedisBusStats {
   /** Valid messages received from other nodes and handed to this node's members. */
   received: number;
   /**
-   * Messages lost: publishes not sent because Redis was unreachable (or refused them, or they were over
+   * Messages lost: publishes not sent because the bus was not connected (or Redis refused them, or they were over
    * 4 MiB, or 16 MiB of PUBLISHes already awaited Redis's reply), plus received messages refused as
    * malformed or foreign (another format version, over 4 MiB).
    */
@@ -312,13 +312,14 @@ export class RedisBus implements SubscriptionBus {
 
   /**
    * Sends one message to the other nodes: one PUBLISH, whatever the number of streams or nodes. Nothing
-   * is handed to a connection that is not ready (a caller's client would queue it offline), and the
-   * bytes awaiting Redis's reply are bounded.
+   * is sent while the bus is not connected: a caller's client would queue it offline and send it after
+   * the outage, late (and possibly after a newer event); and the first connection seen down stops both
+   * (they share one server). The bytes awaiting Redis's reply are bounded.
    */
   private send(payload: string): void {
     const publisher = this.publisher;
     if (this.closing !== undefined) return;
-    if (publisher === undefined || !publisher.isReady()) {
+    if (publisher === undefined || !this.connected || !publisher.isReady()) {
       this.counters.dropped++;
       return;
     }
