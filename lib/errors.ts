@@ -55,6 +55,23 @@ export const ErrorCode = Object.freeze({
   InvalidAsyncOptions: 'ERR_MCP_SUBSCRIPTIONS_INVALID_ASYNC_OPTIONS',
   /** Nest: a hook is neither a function nor the token of a provider with the hook's method. */
   InvalidHook: 'ERR_MCP_SUBSCRIPTIONS_INVALID_HOOK',
+  /** Redis: `publisher` or `subscriber` is neither an ioredis client nor a node-redis (v4+) client, or is a cluster client. */
+  InvalidRedisClient: 'ERR_MCP_SUBSCRIPTIONS_INVALID_REDIS_CLIENT',
+  /** Redis: `subscriber` is the very connection given as `publisher`; a subscribed connection cannot publish. */
+  SameRedisConnection: 'ERR_MCP_SUBSCRIPTIONS_SAME_REDIS_CONNECTION',
+  /** Redis: `url` is not a `redis://` or `rediss://` URL. */
+  InvalidRedisUrl: 'ERR_MCP_SUBSCRIPTIONS_INVALID_REDIS_URL',
+  /** Redis: `channelPrefix` is not a non-empty string. */
+  InvalidChannelPrefix: 'ERR_MCP_SUBSCRIPTIONS_INVALID_CHANNEL_PREFIX',
+  /** Redis: `nodeId` is not a non-empty string of at most 200 characters. */
+  InvalidNodeId: 'ERR_MCP_SUBSCRIPTIONS_INVALID_NODE_ID',
+  /** Options that exclude each other were given together (`url` with `publisher`/`subscriber`, `client` without `url`). */
+  ConflictingOptions: 'ERR_MCP_SUBSCRIPTIONS_CONFLICTING_OPTIONS',
+  /**
+   * Redis: the url form found no client library (`ioredis` or `redis`, or the one `client` names). Reported
+   * through the logger, not thrown: the library is loaded asynchronously after construction.
+   */
+  RedisClientMissing: 'ERR_MCP_SUBSCRIPTIONS_REDIS_CLIENT_MISSING',
 
   // Runtime errors.
   /** A host published an event that is not valid (a relative URI, an unknown kind): `EventError`. */

@@ -54,7 +54,14 @@ export {
   SUPPORTED_PROTOCOL_VERSIONS,
   TASKS_EXTENSION,
 } from './events.ts';
-export { CANCELLED_METHOD, isAbsoluteUri, LISTEN_METHOD, parseJsonBody, parseListenRequest } from './protocol.ts';
+export {
+  CANCELLED_METHOD,
+  isAbsoluteUri,
+  LISTEN_METHOD,
+  parseJsonBody,
+  parseListenRequest,
+  validateEvent,
+} from './protocol.ts';
 export type { ListenRequest, ParseOptions } from './protocol.ts';
 export { ListenStream } from './listen-stream.ts';
 export type { DeliverOutcome } from './listen-stream.ts';

@@ -11,6 +11,9 @@ const RUNTIME_CODES: readonly string[] = [
   ErrorCode.Protocol,
   ErrorCode.CheckTimeout,
   ErrorCode.Internal,
+  // An OptionsError by class, but reported at run time: the url form of RedisBus loads its library
+  // asynchronously, after the constructor returned.
+  ErrorCode.RedisClientMissing,
 ];
 
 /** The codes an `OptionsError` may carry. */

@@ -1,0 +1,249 @@
+/**
+ * The options of `new RedisBus()`: their types, defaults and checks. A mistake throws an `OptionsError`
+ * with the code of its check when the bus is built, never at the first publish.
+ */
+import { randomUUID } from 'node:crypto';
+import {
+  consoleLogger,
+  describeValue,
+  ErrorCode,
+  given,
+  knownKeys,
+  loggerOption,
+  oneOf,
+  optionKeys,
+  OptionsError,
+  optionsObject,
+  type Logger,
+} from '../../lib/internal.ts';
+
+/**
+ * An ioredis client (`new Redis(url)`, ioredis 5 or 6), as far as the bus relies on its shape. Only
+ * what tells the libraries apart is typed here, so that the package needs neither library's types.
+ */
+export interface IoRedisClient {
+  /** `'ready'` while connected. */
+  readonly status: string;
+  publish(channel: string, message: string): Promise<unknown>;
+  subscribe(...channels: string[]): Promise<unknown>;
+  on(event: string, listener: (...args: unknown[]) => void): unknown;
+}
+
+/** A node-redis client (`createClient({ url })` of `redis` 4.6 or later), connected by the caller. */
+export interface NodeRedisClient {
+  /** `true` while connected. */
+  readonly isReady: boolean;
+  publish(channel: string, message: string): Promise<unknown>;
+  subscribe(channel: string, listener: (message: string, channel: string) => unknown): Promise<unknown>;
+  on(event: string, listener: (...args: unknown[]) => void): unknown;
+}
+
+/** A connection the caller owns: an ioredis client or a node-redis client (told apart by shape). */
+export type RedisClient = IoRedisClient | NodeRedisClient;
+
+/** The client library a bus built from a `url` loads. */
+export type RedisClientLibrary = 'ioredis' | 'redis';
+
+/** Options every form takes. */
+export interface RedisBusCommonOptions {
+  /**
+   * Starts the name of the one channel the bus uses, `${channelPrefix}:bus`. Apps (or tenants, or test
+   * runs) that share one Redis and must not see each other's events use different prefixes. A prefix
+   * is not an access control: see docs/redis.md on ACLs. A non-empty string.
+   * @default 'mcp-subscriptions'
+   */
+  readonly channelPrefix?: string;
+  /**
+   * This node's identity on the bus: each message carries it, and a node ignores its own. It must be
+   * unique among the buses that share a channel (two buses with one id would not hear each other). A
+   * non-empty string of at most 200 characters.
+   * @default a random UUID
+   */
+  readonly nodeId?: string;
+  /**
+   * Where an outage (once per outage), a message refused on receipt (the first one) and similar runtime
+   * failures are reported.
+   * @default console, prefixed `[mcp-subscriptions]`
+   */
+  readonly logger?: Logger;
+}
+
+/**
+ * The caller's own connections: the bus uses them and never closes them. The subscriber is dedicated:
+ * once subscribed it cannot publish (`publisher.duplicate()` makes one).
+ */
+export interface RedisBusClientOptions extends RedisBusCommonOptions {
+  /** The connection the bus publishes on (it may be your app's general-purpose client). Required. */
+  readonly publisher: RedisClient;
+  /** A connection the bus subscribes with; not the publisher. Required. */
+  readonly subscriber: RedisClient;
+  readonly url?: never;
+  readonly client?: never;
+}
+
+/**
+ * A URL: the bus creates, configures and owns its two connections, and quits them in `close()`. The
+ * library is loaded with a dynamic `import()`, so the constructor cannot know whether it is installed:
+ * a missing one is reported through `logger.error` (an `OptionsError` with code
+ * `ERR_MCP_SUBSCRIPTIONS_REDIS_CLIENT_MISSING`) right after construction, and the bus stays
+ * disconnected.
+ */
+export interface RedisBusUrlOptions extends RedisBusCommonOptions {
+  /** `redis://[[user]:password@]host[:port][/db]` or `rediss://…` (TLS). Required in this form. */
+  readonly url: string;
+  /**
+   * Which library to connect with.
+   * @default `'ioredis'` when it is installed, else `'redis'`
+   */
+  readonly client?: RedisClientLibrary;
+  readonly publisher?: never;
+  readonly subscriber?: never;
+}
+
+/** Options of `new RedisBus(options)`: the caller's connections, or a URL. Unknown keys are refused. */
+export type RedisBusOptions = RedisBusClientOptions | RedisBusUrlOptions;
+
+/** Every key of either form, checked against the interfaces by the compiler. */
+export const REDIS_BUS_OPTION_KEYS = optionKeys<{
+  [K in keyof RedisBusClientOptions | keyof RedisBusUrlOptions]: unknown;
+}>({
+  publisher: true,
+  subscriber: true,
+  url: true,
+  client: true,
+  channelPrefix: true,
+  nodeId: true,
+  logger: true,
+});
+
+/** Which library a caller's connection comes from. */
+export type ClientShape =
+  | { readonly library: 'ioredis'; readonly client: IoRedisClient }
+  | { readonly library: 'redis'; readonly client: NodeRedisClient };
+
+/** The options after defaults and validation. */
+export interface ResolvedRedisBusOptions {
+  readonly connections:
+    | { readonly form: 'clients'; readonly publisher: ClientShape; readonly subscriber: ClientShape }
+    | { readonly form: 'url'; readonly url: string; readonly client: RedisClientLibrary | undefined };
+  readonly channelPrefix: string;
+  readonly nodeId: string;
+  readonly logger: Logger;
+}
+
+/** The longest `nodeId`: it travels in every message. */
+export const MAX_NODE_ID_LENGTH = 200;
+
+const WHERE = 'new RedisBus()';
+
+type Loose = Record<string, unknown>;
+
+const isFunction = (value: unknown): boolean => typeof value === 'function';
+
+/**
+ * Tells an ioredis client from a node-redis one by what each alone has: ioredis a `status` string,
+ * node-redis (v4 and later) an `isReady` boolean. Cluster clients are refused: not supported yet.
+ */
+function clientShape(name: 'publisher' | 'subscriber', value: unknown): ClientShape {
+  const client = value as Loose | null;
+  if (typeof client !== 'object' || client === null) {
+    throw new OptionsError(
+      value === undefined ? ErrorCode.MissingOption : ErrorCode.InvalidRedisClient,
+      `Expected \`${name}\` to be an ioredis or node-redis client, got ${describeValue(value)}`,
+    );
+  }
+  if (client.isCluster === true || Array.isArray(client.masters)) {
+    throw new OptionsError(
+      ErrorCode.InvalidRedisClient,
+      `Expected \`${name}\` to be a client of one Redis server: Redis Cluster clients are not supported yet (see docs/redis.md)`,
+    );
+  }
+  const pubSub = isFunction(client.publish) && isFunction(client.subscribe) && isFunction(client.on);
+  if (pubSub && typeof client.status === 'string') return { library: 'ioredis', client: value as IoRedisClient };
+  if (pubSub && typeof client.isReady === 'boolean') return { library: 'redis', client: value as NodeRedisClient };
+  throw new OptionsError(
+    ErrorCode.InvalidRedisClient,
+    `Expected \`${name}\` to be an ioredis client (\`new Redis(url)\`) or a node-redis v4+ client (\`createClient({ url })\`), got ${describeValue(value)}`,
+  );
+}
+
+function redisUrl(value: unknown): string {
+  let protocol: string | undefined;
+  if (typeof value === 'string') {
+    try {
+      protocol = new URL(value).protocol;
+    } catch {
+      protocol = undefined;
+    }
+  }
+  if (protocol !== 'redis:' && protocol !== 'rediss:') {
+    throw new OptionsError(
+      ErrorCode.InvalidRedisUrl,
+      // The URL is not quoted: it may carry a password.
+      `Expected \`url\` to be a redis:// or rediss:// URL, got ${typeof value === 'string' ? 'another string' : describeValue(value)}`,
+    );
+  }
+  return value as string;
+}
+
+/**
+ * Applies defaults to the bus's options and validates them; never mutates its input. Unknown keys are
+ * refused, with the nearest known one suggested.
+ */
+export function resolveRedisBusOptions(options: RedisBusOptions): ResolvedRedisBusOptions {
+  optionsObject(options);
+  knownKeys(options, REDIS_BUS_OPTION_KEYS, WHERE);
+  const loose = options as unknown as Loose;
+
+  let connections: ResolvedRedisBusOptions['connections'];
+  if (loose.url !== undefined) {
+    if (loose.publisher !== undefined || loose.subscriber !== undefined) {
+      throw new OptionsError(
+        ErrorCode.ConflictingOptions,
+        'Expected either `url` (the bus owns its connections) or `publisher` and `subscriber` (yours), not both',
+      );
+    }
+    const client =
+      loose.client === undefined ? undefined : oneOf<RedisClientLibrary>('client', loose.client, ['ioredis', 'redis']);
+    connections = { form: 'url', url: redisUrl(loose.url), client };
+  } else {
+    if (loose.client !== undefined) {
+      throw new OptionsError(
+        ErrorCode.ConflictingOptions,
+        '`client` picks the library of the connections the bus creates from `url`; with `publisher` and `subscriber`, leave it out',
+      );
+    }
+    if (loose.publisher === undefined && loose.subscriber === undefined) {
+      throw new OptionsError(
+        ErrorCode.MissingOption,
+        'Expected `publisher` and `subscriber` (your ioredis or node-redis connections), or `url`',
+      );
+    }
+    const publisher = clientShape('publisher', loose.publisher);
+    const subscriber = clientShape('subscriber', loose.subscriber);
+    if (publisher.client === subscriber.client) {
+      throw new OptionsError(
+        ErrorCode.SameRedisConnection,
+        'Expected `subscriber` to be a connection of its own, not the `publisher`: a subscribed connection cannot publish (use `publisher.duplicate()`)',
+      );
+    }
+    connections = { form: 'clients', publisher, subscriber };
+  }
+
+  const channelPrefix = given<unknown>(loose.channelPrefix, 'mcp-subscriptions');
+  if (typeof channelPrefix !== 'string' || channelPrefix === '') {
+    throw new OptionsError(
+      ErrorCode.InvalidChannelPrefix,
+      `Expected \`channelPrefix\` to be a non-empty string, got ${describeValue(channelPrefix)}`,
+    );
+  }
+  const nodeId = loose.nodeId === undefined ? randomUUID() : loose.nodeId;
+  if (typeof nodeId !== 'string' || nodeId === '' || nodeId.length > MAX_NODE_ID_LENGTH) {
+    throw new OptionsError(
+      ErrorCode.InvalidNodeId,
+      `Expected \`nodeId\` to be a non-empty string of at most ${MAX_NODE_ID_LENGTH} characters, got ${describeValue(nodeId)}`,
+    );
+  }
+  const logger = loggerOption('logger', given<unknown>(loose.logger, consoleLogger));
+  return Object.freeze({ connections, channelPrefix, nodeId, logger });
+}
