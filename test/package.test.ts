@@ -26,6 +26,7 @@ const ENTRIES = {
   '.': 'lib/index',
   './express': 'adapters/express/index',
   './nest': 'adapters/nest/index',
+  './redis': 'adapters/redis/index',
 } as const;
 
 interface Manifest {
@@ -83,6 +84,7 @@ describe('the published manifest', () => {
       ['.', ['mcp-subscriptions-source'], './lib/index.ts'],
       ['./express', ['mcp-subscriptions-source'], './adapters/express/index.ts'],
       ['./nest', ['mcp-subscriptions-source'], './adapters/nest/index.ts'],
+      ['./redis', ['mcp-subscriptions-source'], './adapters/redis/index.ts'],
     ]);
     const conditions = new Set(leaves.flatMap((leaf) => leaf.conditions));
     expect([...conditions].sort()).toStrictEqual(['default', 'mcp-subscriptions-source', 'require', 'types']);
@@ -109,6 +111,7 @@ describe('the published manifest', () => {
       '*': {
         express: ['./dist/cjs/adapters/express/index.d.ts'],
         nest: ['./dist/cjs/adapters/nest/index.d.ts'],
+        redis: ['./dist/cjs/adapters/redis/index.d.ts'],
       },
     });
   });
@@ -139,8 +142,8 @@ describe('the published files', () => {
   it('are the two builds, the sources their maps point to, the README, the licence and the manifest: nothing else', () => {
     const unexpected = files.filter(
       (file) =>
-        !/^dist\/(cjs\/)?(lib|adapters\/(express|nest))\/[a-z-.]+\.(js|js\.map|d\.ts)$/.test(file) &&
-        !/^(lib|adapters\/(express|nest))\/[a-z-.]+\.ts$/.test(file) &&
+        !/^dist\/(cjs\/)?(lib|adapters\/(express|nest|redis))\/[a-z-.]+\.(js|js\.map|d\.ts)$/.test(file) &&
+        !/^(lib|adapters\/(express|nest|redis))\/[a-z-.]+\.ts$/.test(file) &&
         !['dist/cjs/package.json', 'README.md', 'LICENSE', 'package.json'].includes(file),
     );
     expect(unexpected).toStrictEqual([]);
@@ -278,6 +281,8 @@ describe('consumers compiled against the tarball with their own tsconfig, then r
         openStreams: 0,
         mcpSubscriptions: 'function',
         McpSubscriptionsModule: true,
+        RedisBus: 'function',
+        redisStats: 'connected',
       });
     },
     CONSUMER_TIMEOUT_MS,

@@ -3,12 +3,14 @@
 import { SubscriptionHub, type HubStats } from 'mcp-subscriptions';
 import { mcpSubscriptions, type McpSubscriptionsMiddleware } from 'mcp-subscriptions/express';
 import { McpSubscriptionsModule, type McpSubscriptionsModuleOptions } from 'mcp-subscriptions/nest';
+import { RedisBus, type RedisBusStats } from 'mcp-subscriptions/redis';
 
 const hub = new SubscriptionHub();
 const stats: HubStats = hub.stats();
 const middleware: McpSubscriptionsMiddleware = mcpSubscriptions({ hub, capabilities: { toolsListChanged: true } });
 const options: McpSubscriptionsModuleOptions = { capabilities: { toolsListChanged: true } };
 const dynamicModule = McpSubscriptionsModule.forRoot(options);
+const redisStats: keyof RedisBusStats = 'connected';
 
 // Never called: it proves the types are the package's own, not `any`, since a wrong option must not compile.
 export function misuse(): SubscriptionHub {
@@ -23,12 +25,15 @@ console.log(
       '.': import.meta.resolve('mcp-subscriptions'),
       './express': import.meta.resolve('mcp-subscriptions/express'),
       './nest': import.meta.resolve('mcp-subscriptions/nest'),
+      './redis': import.meta.resolve('mcp-subscriptions/redis'),
     },
     values: {
       SubscriptionHub: typeof SubscriptionHub,
       openStreams: stats.openStreams,
       mcpSubscriptions: typeof middleware,
       McpSubscriptionsModule: dynamicModule.module === McpSubscriptionsModule,
+      RedisBus: typeof RedisBus,
+      redisStats,
     },
   }),
 );
