@@ -8,6 +8,8 @@ const frameworks = ['express', 'express4', '@nestjs/*', 'ioredis', 'redis', 'rxj
 
 export default tseslint.config(
   // test/nest-compat/: apps for another Nest major each, type-checked by their own tsc when the test builds them.
+  // examples/: apps with their own package.json and tsconfig, whose imports resolve only once their own
+  // dependencies are installed; test/examples.test.ts installs them and type-checks them with tsc.
   {
     ignores: [
       'node_modules/',
@@ -17,6 +19,7 @@ export default tseslint.config(
       'eslint.config.js',
       'jest.config.js',
       'test/nest-compat/',
+      'examples/',
     ],
   },
   js.configs.recommended,
