@@ -8,7 +8,7 @@
  *
  * Also: the README's quick starts are excerpts of these apps (every fenced block marked
  * `<!-- from examples/… -->` must still be in that file), and its `curl` listen request works as
- * written against the running Express example.
+ * written against both running examples, each header refused when left out.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
