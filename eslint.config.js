@@ -8,7 +8,8 @@ const frameworks = ['express', 'express4', '@nestjs/*', 'ioredis', 'redis', 'rxj
 
 export default tseslint.config(
   // test/nest-compat/: apps for another Nest major each; test/consumers/: projects compiled against the packed
-  // package in each module mode. Each is type-checked by its own tsconfig when its test builds it.
+  // package in each module mode; examples/: apps with their own package.json, whose imports resolve only once
+  // their own dependencies are installed. Each is type-checked by its own tsconfig when its test builds it.
   {
     ignores: [
       'node_modules/',
@@ -19,6 +20,7 @@ export default tseslint.config(
       'jest.config.js',
       'test/nest-compat/',
       'test/consumers/',
+      'examples/',
     ],
   },
   js.configs.recommended,

@@ -1,0 +1,18 @@
+/**
+ * Starts the app: `npm run build && node dist/main.js`. Listens on PORT (default 3000; 0 picks a free
+ * port) at HOST (default 127.0.0.1).
+ */
+import 'reflect-metadata';
+import { NestFactory } from '@nestjs/core';
+import { AppModule } from './app.module';
+
+async function main(): Promise<void> {
+  const app = await NestFactory.create(AppModule);
+  // On SIGTERM or SIGINT: app.close(), in which McpSubscriptionsModule ends every listen stream with its
+  // terminal result (resultType "complete") before the HTTP server closes; then exit 0.
+  app.enableShutdownHooks(['SIGTERM', 'SIGINT'], { useProcessExit: true });
+  await app.listen(Number(process.env.PORT ?? 3000), process.env.HOST ?? '127.0.0.1');
+  console.log(`listening on ${await app.getUrl()}/mcp`);
+}
+
+void main();
