@@ -3,7 +3,7 @@
  * serves everything but `subscriptions/listen`, which McpSubscriptionsModule serves in front of it.
  */
 import { McpServer, ResourceNotFoundError, ResourceTemplate } from '@modelcontextprotocol/server';
-import { toServerCapabilities } from 'mcp-subscriptions';
+import { advertiseOffer } from 'mcp-subscriptions';
 import { principalOf } from './auth.guard';
 import { canRead, type NotesService } from './notes.service';
 
@@ -17,7 +17,9 @@ export const offer = {
 
 /** One MCP server instance (the SDK's handler asks for one per request). */
 export function createMcpServer(notes: NotesService): McpServer {
-  const server = new McpServer({ name: 'notes', version: '1.0.0' }, { capabilities: toServerCapabilities(offer) });
+  // discover advertises exactly the offer, whatever is registered below (the SDK would turn on
+  // listChanged for every kind it registers).
+  const server = advertiseOffer(new McpServer({ name: 'notes', version: '1.0.0' }), offer);
 
   const list = new ResourceTemplate('note://{owner}/{name}', {
     list: (ctx) => {
