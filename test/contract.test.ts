@@ -7,6 +7,7 @@
  * an action the test updates the sentinel and asserts what arrived before the sentinel's event.
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import { spawnSync } from 'node:child_process';
 import {
   eventually,
   PROTOCOL_VERSION,
@@ -18,13 +19,20 @@ import {
   type McpAnswer,
   type SampleApp,
 } from './helpers/sample-app.ts';
+import { testUnless } from './helpers/skip.ts';
 import { listenBody, listenHeaders, post, type SseStream } from './helpers/sse.ts';
 
 const SAMPLES = ['express', 'nest'] as const;
 
-/** Known gaps between the samples and their contract: each stays an expected failure until it is closed. */
-const REDIS_TODO =
-  'contract violation: REDIS_URL is refused at startup ("the Redis bus is not available yet"); there is no adapters/redis';
+/**
+ * The REDIS_URL rows start redis-servers of their own. Without redis-server on the machine they are
+ * skipped, saying so, except in CI, where they must run (.ci/run installs it).
+ */
+const redisTest = testUnless(
+  process.env.CI === undefined && spawnSync('redis-server', ['--version']).error !== undefined
+    ? 'redis-server is not installed: apt-get install redis-server, or run .ci/run, to run the REDIS_URL rows'
+    : undefined,
+);
 
 const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
 const TASKS = 'io.modelcontextprotocol/tasks';
@@ -195,6 +203,64 @@ class Watch {
 }
 
 /** Opens a stream that also subscribes to `sentinel`. */
+/** POSTs `notifications/cancelled` for listen `id` as the holder of `token`. */
+function postCancel(app: SampleApp, token: string, id: string | number): Promise<Response> {
+  return fetch(app.url, {
+    method: 'POST',
+    headers: {
+      ...bearer(token),
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': PROTOCOL_VERSION,
+      'mcp-method': 'notifications/cancelled',
+    },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      method: 'notifications/cancelled',
+      params: {
+        requestId: id,
+        _meta: {
+          'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
+          'io.modelcontextprotocol/clientCapabilities': {},
+        },
+      },
+    }),
+  });
+}
+
+/** Two instances of `kind` sharing the Redis at `url`; both stopped if either fails to start. */
+async function twoInstances(kind: (typeof SAMPLES)[number], url: string): Promise<[SampleApp, SampleApp]> {
+  const started = await Promise.allSettled([
+    startSample(kind, { REDIS_URL: url }),
+    startSample(kind, { REDIS_URL: url }),
+  ]);
+  const failed = started.find((result) => result.status === 'rejected');
+  if (failed !== undefined) {
+    for (const result of started) if (result.status === 'fulfilled') await result.value.stop();
+    throw (failed).reason;
+  }
+  return started.map((result) => (result as PromiseFulfilledResult<SampleApp>).value) as [SampleApp, SampleApp];
+}
+
+/**
+ * Waits until both instances deliver each other's events: the sentinel's creation on each (one event
+ * per instance) has reached a probe stream on each, so Redis carries both directions.
+ */
+async function warm(a: SampleApp, b: SampleApp, sentinel: Sentinel): Promise<void> {
+  const probes = await Promise.all(
+    [a, b].map((instance) => watch(instance, sentinel, carol, uid('warm'), { resourcesListChanged: true })),
+  );
+  await sentinel.fire(a);
+  await sentinel.fire(b);
+  for (const probe of probes) {
+    const updates = () =>
+      probe.stream.events.filter((event) => event.json?.method === UPDATED && event.json.params.uri === sentinel.uri)
+        .length;
+    await probe.stream.until(() => updates() >= 2, 'the sentinel fired on both instances');
+    probe.stream.close();
+  }
+}
+
 async function watch(
   app: SampleApp,
   sentinel: Sentinel,
@@ -736,28 +802,7 @@ for (const kind of SAMPLES) {
           const sentinel = await Sentinel.create(app);
           const id = uid('cancel');
           const watcher = await watch(app, sentinel, alice, id, { toolsListChanged: true });
-          const cancel = (token: string) =>
-            fetch(app.url, {
-              method: 'POST',
-              headers: {
-                ...bearer(token),
-                'content-type': 'application/json',
-                accept: 'application/json, text/event-stream',
-                'mcp-protocol-version': PROTOCOL_VERSION,
-                'mcp-method': 'notifications/cancelled',
-              },
-              body: JSON.stringify({
-                jsonrpc: '2.0',
-                method: 'notifications/cancelled',
-                params: {
-                  requestId: id,
-                  _meta: {
-                    'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
-                    'io.modelcontextprotocol/clientCapabilities': {},
-                  },
-                },
-              }),
-            });
+          const cancel = (token: string) => postCancel(app, token, id);
           await (await cancel(bob)).text();
           await sentinel.fire();
           expect(await watcher.next()).toStrictEqual([]); // bob cannot cancel alice's stream
@@ -1257,18 +1302,11 @@ for (const kind of SAMPLES) {
       );
     }, 60_000); // three samples starting at once (startSample allows each 30 s)
 
-    // Expected to fail until the Redis bus exists (REDIS_TODO): jest reports it passed as long as its body throws.
-    it.failing(
-      `REDIS_URL: instances sharing one Redis each deliver every event, exactly once [todo: ${REDIS_TODO}]`,
+    redisTest(
+      'REDIS_URL: instances sharing one Redis each deliver every event, exactly once',
       async () => {
         const redis = await startRedis();
-        if (redis === undefined) {
-          // node:test skipped here. A failing test cannot be skipped, and without redis-server nothing
-          // here can pass: throwing keeps this what it is today, an expected failure, and says why. When
-          // the Redis bus lands and this becomes a plain test, a missing redis-server must become a skip
-          // with its reason again (see helpers/skip.ts), not a failure.
-          throw new Error('redis-server is not installed');
-        }
+        if (redis === undefined) throw new Error('redis-server could not be started');
         const started = await Promise.allSettled([
           startSample(kind, { REDIS_URL: redis.url }),
           startSample(kind, { REDIS_URL: redis.url }),
@@ -1328,6 +1366,79 @@ for (const kind of SAMPLES) {
       },
       // Two samples and a redis-server to start: give a slow start the time to report its own error.
       90_000,
+    );
+
+    redisTest(
+      'REDIS_URL: notifications/cancelled sent to the other instance ends the stream; another principal’s does not',
+      async () => {
+        const redis = await startRedis();
+        if (redis === undefined) throw new Error('redis-server could not be started');
+        const [a, b] = await twoInstances(kind, redis.url);
+        try {
+          const sentinel = await Sentinel.create(a, b);
+          await warm(a, b, sentinel);
+          const id = uid('cross-cancel');
+          const watcher = await watch(a, sentinel, alice, id, { toolsListChanged: true });
+          // Bob names alice's id on the other instance: her stream goes on.
+          await (await postCancel(b, bob, id)).text();
+          await sentinel.fire(a);
+          expect(await watcher.next()).toStrictEqual([]);
+          // Alice's own cancel, received by the instance that does not hold her stream, ends it there.
+          const res = await postCancel(b, alice, id);
+          expect(res.status).toBe(202);
+          await watcher.stream.end();
+          // a cancelled stream gets no result
+          expect(watcher.stream.events.every((event) => event.json?.result === undefined)).toBeTruthy();
+        } finally {
+          await Promise.all([a.stop(), b.stop()]);
+          await redis.stop();
+        }
+      },
+      90_000,
+    );
+
+    redisTest(
+      'REDIS_URL: redis-server stopped and restarted: each instance keeps serving its own streams, and delivery across them resumes',
+      async () => {
+        const redis = await startRedis();
+        if (redis === undefined) throw new Error('redis-server could not be started');
+        const [a, b] = await twoInstances(kind, redis.url);
+        let restarted: Awaited<ReturnType<typeof startRedis>>;
+        try {
+          const sentinel = await Sentinel.create(a, b);
+          await warm(a, b, sentinel);
+          const name = uid('outage');
+          const uri = `note://alice/${name}`;
+          const onA = await watch(a, sentinel, alice, uid('outage-a'), { resourceSubscriptions: [uri] });
+
+          await redis.stop();
+          // While Redis is down an instance still delivers what it publishes itself, and writes succeed.
+          expect((await putNote(a, alice, 'alice', name, 'while down')).status).toBe(201);
+          await sentinel.fire(a);
+          expect(await onA.next()).toStrictEqual([`${UPDATED} ${uri}`]);
+
+          restarted = await startRedis({ port: redis.port });
+          if (restarted === undefined) throw new Error('redis-server could not be restarted');
+          // Once both instances are back on Redis, a change on b reaches the stream on a again.
+          const updates = () =>
+            onA.stream.events.filter((event) => event.json?.method === UPDATED && event.json.params.uri === uri).length;
+          const before = updates();
+          await eventually(
+            async () => {
+              // Each instance keeps its own notes: the first write on b creates it there.
+              expect([200, 201]).toContain((await putNote(b, alice, 'alice', name, uid('after'))).status);
+              await new Promise((resolve) => setTimeout(resolve, 100));
+              return updates() > before;
+            },
+            'an update published on b reaching the stream on a after the restart',
+            { timeoutMs: 30_000, intervalMs: 200 },
+          );
+        } finally {
+          await Promise.all([a.stop(), b.stop()]);
+          await restarted?.stop();
+        }
+      },
+      120_000,
     );
 
     describe('HOST unset; shutdown', () => {

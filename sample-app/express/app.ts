@@ -8,6 +8,7 @@ import type { AuthInfo } from '@modelcontextprotocol/server';
 import express, { type ErrorRequestHandler, type Express, type Request, type RequestHandler } from 'express';
 import { SubscriptionHub } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
+import { createSampleBus } from '../shared/bus.ts';
 import { authenticate, principalOf, toAuthInfo } from '../shared/auth.ts';
 import { CatalogService, isCatalogName } from '../shared/catalog-service.ts';
 import { DEFAULT_CONFIG, type SampleConfig } from '../shared/config.ts';
@@ -30,9 +31,11 @@ export interface ExpressSample {
   readonly notes: NotesService;
   /** The tasks store behind the REST API and listen's `taskIds`. */
   readonly tasks: TasksService;
+  /** Resolves once the hub's bus is connected (Redis, with `REDIS_URL`): see `SampleBus.ready()`. */
+  readonly ready: () => Promise<void>;
   /**
    * Ends every open listen stream gracefully (its terminal result, `resultType: "complete"`), then
-   * closes the SDK's MCP handler. Does not close the HTTP server. Idempotent, and safe to destructure.
+   * closes the SDK's MCP handler and the bus. Does not close the HTTP server. Idempotent, and safe to destructure.
    */
   readonly close: () => Promise<void>;
 }
@@ -120,7 +123,12 @@ const errorHandler: ErrorRequestHandler = (error: unknown, _req, res, next) => {
  */
 export function createApp(config: Partial<SampleConfig> = {}): ExpressSample {
   const settings: SampleConfig = { ...DEFAULT_CONFIG, ...config };
-  const hub = new SubscriptionHub({ maxSubscriptions: settings.maxSubscriptions, maxBuffer: settings.maxBuffer });
+  const sampleBus = createSampleBus(settings);
+  const hub = new SubscriptionHub({
+    maxSubscriptions: settings.maxSubscriptions,
+    maxBuffer: settings.maxBuffer,
+    ...(sampleBus.bus === undefined ? {} : { bus: sampleBus.bus }),
+  });
   const notes = new NotesService(hub);
   const tasks = new TasksService(hub);
   const catalog = new CatalogService(hub);
@@ -200,9 +208,9 @@ export function createApp(config: Partial<SampleConfig> = {}): ExpressSample {
       try {
         await hub.close();
       } finally {
-        await mcpHandler.close();
+        await Promise.all([mcpHandler.close(), sampleBus.close()]);
       }
     })());
 
-  return { app, hub, notes, tasks, close };
+  return { app, hub, notes, tasks, ready: () => sampleBus.ready(), close };
 }

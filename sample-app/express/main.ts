@@ -9,8 +9,10 @@ import { exitGracefullyOnSignals, fail, mcpUrlOf, readConfigOrExit } from '../sh
 import { createApp } from './app.ts';
 
 const config = readConfigOrExit();
-const { app, close } = createApp(config);
+const { app, ready, close } = createApp(config);
 const server = createServer(app);
+// With REDIS_URL, announce "listening" only once this instance receives what the others publish.
+await ready();
 
 server.once('error', (error: NodeJS.ErrnoException) => {
   fail(`Cannot listen on ${config.host}:${config.port}: ${error.code ?? error.message}`);

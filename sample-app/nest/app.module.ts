@@ -11,7 +11,7 @@ import type { SampleConfig } from '../shared/config.ts';
 import { offer } from '../shared/offer.ts';
 import { CatalogController, NotesController, StatsController, TasksController } from './api.controllers.ts';
 import { BearerAuthGuard } from './bearer-auth.guard.ts';
-import { MCP_PATH, SAMPLE_CONFIG, SampleConfigModule, SERVER_INFO } from './config.ts';
+import { MCP_PATH, SAMPLE_CONFIG, SampleBusProvider, SampleConfigModule, SERVER_INFO } from './config.ts';
 import { AppExceptionFilter } from './http-exception.filter.ts';
 import { JsonBodyMiddleware } from './json-body.middleware.ts';
 import { McpController, McpHandler } from './mcp.controller.ts';
@@ -32,10 +32,14 @@ export class AppModule implements NestModule {
           // the MCP route does, and each requested URI is admitted only if they let a resources/read of
           // it through. NoteReadGuard is the app's read check; nothing else decides.
           guards: [NoteReadGuard],
-          inject: [SAMPLE_CONFIG],
-          useFactory: (settings: SampleConfig) => ({
+          inject: [SAMPLE_CONFIG, SampleBusProvider],
+          useFactory: (settings: SampleConfig, { sample }: SampleBusProvider) => ({
             capabilities: offer,
-            hub: { maxSubscriptions: settings.maxSubscriptions, maxBuffer: settings.maxBuffer },
+            hub: {
+              maxSubscriptions: settings.maxSubscriptions,
+              maxBuffer: settings.maxBuffer,
+              ...(sample.bus === undefined ? {} : { bus: sample.bus }),
+            },
             // Providers, resolved by token once the app is up: they depend on services that inject the hub.
             handleSubscribeResource: NoteSubscribeHook,
             canAccessTask: TaskAccessCheck,

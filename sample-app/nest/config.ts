@@ -2,7 +2,8 @@
  * The sample's configuration as a provider: read from the environment once, in `main.ts`, with the
  * loader both samples share, and injected wherever it is needed.
  */
-import { Module, type DynamicModule } from '@nestjs/common';
+import { Inject, Injectable, Module, type DynamicModule, type OnApplicationShutdown } from '@nestjs/common';
+import { createSampleBus, type SampleBus } from '../shared/bus.ts';
 import type { SampleConfig } from '../shared/config.ts';
 
 /** Injection token of the {@link SampleConfig}. */
@@ -14,15 +15,32 @@ export const MCP_PATH = '/mcp';
 /** The server's identity: in `server/discover` results and in the terminal result of listen streams. */
 export const SERVER_INFO = Object.freeze({ name: 'mcp-subscriptions-nest-sample', version: '0.1.0' });
 
-/** Provides {@link SAMPLE_CONFIG} to every module. */
+/**
+ * The bus the hub is built with (Redis when `REDIS_URL` is set). Closed on application shutdown, which
+ * Nest runs after every `beforeApplicationShutdown` hook, so after the module has closed the hub.
+ */
+@Injectable()
+export class SampleBusProvider implements OnApplicationShutdown {
+  readonly sample: SampleBus;
+
+  constructor(@Inject(SAMPLE_CONFIG) config: SampleConfig) {
+    this.sample = createSampleBus(config);
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.sample.close();
+  }
+}
+
+/** Provides {@link SAMPLE_CONFIG} and the {@link SampleBusProvider} to every module. */
 @Module({})
 export class SampleConfigModule {
   static register(config: SampleConfig): DynamicModule {
     return {
       module: SampleConfigModule,
       global: true,
-      providers: [{ provide: SAMPLE_CONFIG, useValue: config }],
-      exports: [SAMPLE_CONFIG],
+      providers: [{ provide: SAMPLE_CONFIG, useValue: config }, SampleBusProvider],
+      exports: [SAMPLE_CONFIG, SampleBusProvider],
     };
   }
 }

@@ -12,6 +12,7 @@ import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { exitGracefullyOnSignals, fail, mcpUrlOf, readConfigOrExit } from '../shared/process.ts';
 import { AppModule } from './app.module.ts';
+import { SampleBusProvider } from './config.ts';
 
 /** Nest's console logger, on stderr only: stdout carries the one `listening on` line. */
 class StderrLogger extends ConsoleLogger {
@@ -33,6 +34,8 @@ const app = await NestFactory.create<NestExpressApplication>(AppModule.register(
   abortOnError: false,
 });
 app.disable('x-powered-by');
+// With REDIS_URL, announce "listening" only once this instance receives what the others publish.
+await app.get(SampleBusProvider).sample.ready();
 try {
   await app.listen(config.port, config.host);
 } catch (error) {

@@ -16,6 +16,11 @@ export interface SampleConfig {
   /** Per-stream queue bound of the hub. @default 100 */
   readonly maxBuffer: number;
   /**
+   * When set (`redis://` or `rediss://`), the hub is bridged over Redis (`RedisBus`), so that every
+   * instance sharing that Redis delivers every event and every cancellation. @default unset
+   */
+  readonly redisUrl: string | undefined;
+  /**
    * Register the MCP conformance suite's fixture tools and serve `/mcp` requests that carry no
    * `Authorization` header as the principal `conformance`. @default false
    */
@@ -29,6 +34,7 @@ export const DEFAULT_CONFIG: SampleConfig = Object.freeze({
   keepAliveMs: 15_000,
   maxSubscriptions: 1024,
   maxBuffer: 100,
+  redisUrl: undefined,
   conformance: false,
 });
 
@@ -68,10 +74,25 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   return value;
 }
 
+/** A Redis URL the bus can connect to; its credentials are never echoed in an error. */
+function redisUrl(env: Env): string | undefined {
+  const raw = read(env, 'REDIS_URL');
+  if (raw === undefined) return undefined;
+  let url: URL | undefined;
+  try {
+    url = new URL(raw);
+  } catch {
+    url = undefined;
+  }
+  if (url === undefined || (url.protocol !== 'redis:' && url.protocol !== 'rediss:') || url.hostname === '') {
+    throw new ConfigError('REDIS_URL', 'expected a URL like redis://127.0.0.1:6379 (redis: or rediss:)');
+  }
+  return raw;
+}
+
 /**
  * Reads and validates the configuration from `env`. Throws a {@link ConfigError} naming the variable
- * for a value it cannot use, and for `REDIS_URL`, which this version does not support yet: a set
- * `REDIS_URL` is never silently ignored, since the operator expects events to cross instances.
+ * for a value it cannot use.
  *
  * @example
  * ```ts
@@ -79,13 +100,6 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
  * ```
  */
 export function loadConfig(env: Env = process.env): SampleConfig {
-  const redisUrl = read(env, 'REDIS_URL');
-  if (redisUrl !== undefined) {
-    throw new ConfigError(
-      'REDIS_URL',
-      'the Redis bus is not available yet in this version; unset REDIS_URL to run with the in-memory hub',
-    );
-  }
   const host = read(env, 'HOST') ?? DEFAULT_CONFIG.host;
   if (/[\s/]/.test(host)) {
     throw new ConfigError('HOST', `expected a host name or IP address, got ${shown(host)}`);
@@ -101,6 +115,7 @@ export function loadConfig(env: Env = process.env): SampleConfig {
     keepAliveMs: keepAliveMs === 0 ? false : keepAliveMs,
     maxSubscriptions: integer(env, 'MAX_SUBSCRIPTIONS', DEFAULT_CONFIG.maxSubscriptions, 1, 1_000_000),
     maxBuffer: integer(env, 'MAX_BUFFER', DEFAULT_CONFIG.maxBuffer, 1, 1_000_000),
+    redisUrl: redisUrl(env),
     conformance: conformance === '1',
   });
 }

@@ -335,6 +335,8 @@ export async function eventually<T>(
 export interface RedisServer {
   /** `redis://127.0.0.1:PORT`. */
   readonly url: string;
+  /** Its port, to start a redis-server on the same one after this one stopped. */
+  readonly port: number;
   stop(): Promise<void>;
 }
 
@@ -353,8 +355,11 @@ function freePort(): Promise<number> {
  * Starts `redis-server` on a free loopback port, without persistence, or resolves `undefined` when it
  * is not installed. Resolves once it accepts connections.
  */
-export async function startRedis({ startTimeoutMs = 10_000 } = {}): Promise<RedisServer | undefined> {
-  const port = await freePort();
+export async function startRedis({
+  startTimeoutMs = 10_000,
+  port: wanted,
+}: { startTimeoutMs?: number; port?: number } = {}): Promise<RedisServer | undefined> {
+  const port = wanted ?? (await freePort());
   const child = spawn(
     'redis-server',
     ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
@@ -383,6 +388,7 @@ export async function startRedis({ startTimeoutMs = 10_000 } = {}): Promise<Redi
   }
   return {
     url: `redis://127.0.0.1:${port}`,
+    port,
     stop: async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
       await exited;
