@@ -237,7 +237,7 @@ async function twoInstances(kind: (typeof SAMPLES)[number], url: string): Promis
   const failed = started.find((result) => result.status === 'rejected');
   if (failed !== undefined) {
     for (const result of started) if (result.status === 'fulfilled') await result.value.stop();
-    throw (failed).reason;
+    throw failed.reason;
   }
   return started.map((result) => (result as PromiseFulfilledResult<SampleApp>).value) as [SampleApp, SampleApp];
 }
