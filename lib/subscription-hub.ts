@@ -174,8 +174,20 @@ export class SubscriptionHub {
   constructor(options: SubscriptionHubOptions = {}) {
     this.options = resolveHubOptions(options);
     this.member = this.options.bus.join({
-      event: (event) => this.fromBus(() => this.deliver(event)),
-      cancel: (principal, id) => this.fromBus(() => this.cancelHere(principal, id)),
+      event: (event) => {
+        try {
+          this.deliver(event);
+        } catch (error) {
+          this.fromBusFailed(error);
+        }
+      },
+      cancel: (principal, id) => {
+        try {
+          this.cancelHere(principal, id);
+        } catch (error) {
+          this.fromBusFailed(error);
+        }
+      },
     });
   }
 
@@ -214,7 +226,14 @@ export class SubscriptionHub {
     // Host code may still publish while the app shuts down: a closed hub delivers nothing, quietly.
     if (this.closing) return { matched: 0, written: 0, queued: 0, coalesced: 0, dropped: 0, closed: 0 };
     const report = this.deliver(valid);
-    this.toBus(() => this.member.publish(valid));
+    // The bus contract says publish never throws; one that does must still not reach the host's route
+    // (the event was delivered here). Inline, not through a helper: no closure per publish.
+    try {
+      this.member.publish(valid);
+      this.busFailing = false;
+    } catch (error) {
+      this.busFailed(error);
+    }
     return report;
   }
 
@@ -299,7 +318,14 @@ export class SubscriptionHub {
    */
   cancel(principal: string, id: RequestId): number {
     const closed = this.cancelHere(principal, id);
-    if (closed === 0 && !this.closing) this.toBus(() => this.member.cancel(principal, id));
+    if (closed === 0 && !this.closing) {
+      try {
+        this.member.cancel(principal, id);
+        this.busFailing = false;
+      } catch (error) {
+        this.busFailed(error);
+      }
+    }
     return closed;
   }
 
@@ -366,29 +392,16 @@ export class SubscriptionHub {
     return matched.length;
   }
 
-  /**
-   * Hands something to the bus. The bus contract says it never throws; one that does must still not
-   * reach the host's route: the event was delivered here, and the failure is logged once per outage.
-   */
-  private toBus(send: () => void): void {
-    try {
-      send();
-      this.busFailing = false;
-    } catch (error) {
-      if (!this.busFailing) {
-        this.busFailing = true;
-        this.options.logger.error('the bus failed; events reach this node only until it recovers', { error });
-      }
-    }
+  /** A bus that threw: logged once per outage, not per event. */
+  private busFailed(error: unknown): void {
+    if (this.busFailing) return;
+    this.busFailing = true;
+    this.options.logger.error('the bus failed; events reach this node only until it recovers', { error });
   }
 
-  /** Runs what the bus delivered; a failure is logged and never thrown back into the bus. */
-  private fromBus(run: () => unknown): void {
-    try {
-      run();
-    } catch (error) {
-      this.options.logger.error('delivering a message from the bus failed', { error });
-    }
+  /** What the bus delivered failed here: logged, never thrown back into the bus. */
+  private fromBusFailed(error: unknown): void {
+    this.options.logger.error('delivering a message from the bus failed', { error });
   }
 
   /**
