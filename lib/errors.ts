@@ -55,6 +55,8 @@ export const ErrorCode = Object.freeze({
   InvalidAsyncOptions: 'ERR_MCP_SUBSCRIPTIONS_INVALID_ASYNC_OPTIONS',
   /** Nest: a hook is neither a function nor the token of a provider with the hook's method. */
   InvalidHook: 'ERR_MCP_SUBSCRIPTIONS_INVALID_HOOK',
+  /** Nest: `capabilities.resourceSubscriptions` is on, with no `canRead` and no guard that decides reads. */
+  NoReadCheck: 'ERR_MCP_SUBSCRIPTIONS_NO_READ_CHECK',
   /** Redis: `publisher` or `subscriber` is neither an ioredis client nor a node-redis (v4+) client, or is a cluster client. */
   InvalidRedisClient: 'ERR_MCP_SUBSCRIPTIONS_INVALID_REDIS_CLIENT',
   /** Redis: `subscriber` is the very connection given as `publisher`; a subscribed connection cannot publish. */

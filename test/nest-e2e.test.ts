@@ -8,11 +8,12 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { Inject, Injectable } from '@nestjs/common';
+import { APP_GUARD } from '@nestjs/core';
 import { from, lastValueFrom, take, toArray } from 'rxjs';
 import { SubscriptionHub, type SubscriptionEvent } from 'mcp-subscriptions';
 import { fromHub, publishTo, type McpCheckContext } from 'mcp-subscriptions/nest';
 import { recordingLogger } from './helpers/fake-response.ts';
-import { bearer, ReadGuard, startNestApp, type NestTestApp } from './helpers/nest-apps.ts';
+import { bearer, ReadGuard, startNestApp, throttleGuard, type NestTestApp } from './helpers/nest-apps.ts';
 import { mcpRequest, REPO_ROOT } from './helpers/sample-app.ts';
 import { listen, listenBody, listenHeaders, post, type SseStream } from './helpers/sse.ts';
 
@@ -100,14 +101,18 @@ describe('NestJS module: the listen route behind the app guards', () => {
       resourceSubscriptions: ['note://alice/mine', 'note://shared/promise', 'note://stream/alice'],
     });
     const reads = app.guardCalls.filter((call) => call.method === 'resources/read');
-    // Every URI went through the global guard and then the read guard, as on the MCP route.
+    // Every URI went through the read guard of the MCP route (`guards`); the global guard ran once, on
+    // the listen request itself (readGuards: 'route', the default).
     for (const uri of asked) {
       // With the URI, so that a failure names it.
       expect({ uri, guards: reads.filter((call) => call.uri === uri).map((call) => call.guard) }).toStrictEqual({
         uri,
-        guards: ['BearerGuard', 'ReadGuard'],
+        guards: ['ReadGuard'],
       });
     }
+    expect(app.guardCalls.filter((call) => call.guard === 'BearerGuard').map((call) => call.method)).toStrictEqual([
+      'subscriptions/listen',
+    ]);
     for (const call of reads) {
       // The probe carries the listen request id.
       expect(call.id).toBe('per-uri');
@@ -123,6 +128,45 @@ describe('NestJS module: the listen route behind the app guards', () => {
     // toHaveLength prints the warnings on failure, as the old message did.
     expect(logger.warns).toHaveLength(1);
     expect(String(logger.warns[0]?.[0])).toMatch(/canRead failed/);
+  });
+
+  it("readGuards: 'route-and-global' runs the global guards first for each URI, then the read guard", async () => {
+    const app = await start({ module: { readGuards: 'route-and-global' } });
+    const asked = ['note://alice/a', 'note://bob/b', 'note://alice/c'];
+    const { honored } = await open(app, 'alice-token', 'global-reads', { resourceSubscriptions: asked });
+    expect(honored).toStrictEqual({ resourceSubscriptions: ['note://alice/a', 'note://alice/c'] });
+    const reads = app.guardCalls.filter((call) => call.method === 'resources/read');
+    expect(reads.map((call) => [call.guard, call.uri])).toStrictEqual(
+      asked.flatMap((uri) => [
+        ['BearerGuard', uri],
+        ['ReadGuard', uri],
+      ]),
+    );
+  });
+
+  it('a global rate-limit guard counts one listen once by default: it neither spends the budget per URI nor drops URIs', async () => {
+    const app = await start({ providers: [{ provide: APP_GUARD, useClass: throttleGuard(2) }] });
+    const asked = ['note://alice/a', 'note://alice/b', 'note://alice/c', 'note://alice/d'];
+    const { honored } = await open(app, 'alice-token', 'throttled', { resourceSubscriptions: asked });
+    expect(honored).toStrictEqual({ resourceSubscriptions: asked });
+    expect(app.guardCalls.filter((call) => call.guard === 'ThrottleGuard').map((call) => call.method)).toStrictEqual([
+      'subscriptions/listen',
+    ]);
+    // The second request is still within the budget: the first one spent one request, not five.
+    const second = await open(app, 'alice-token', 'throttled-2', { resourceSubscriptions: ['note://alice/a'] });
+    expect(second.honored).toStrictEqual({ resourceSubscriptions: ['note://alice/a'] });
+  });
+
+  it("with readGuards: 'route-and-global' a rate-limit guard counts each URI, and its 429 leaves the rest out (documented)", async () => {
+    const app = await start({
+      module: { readGuards: 'route-and-global' },
+      providers: [{ provide: APP_GUARD, useClass: throttleGuard(3) }],
+    });
+    const asked = ['note://alice/a', 'note://alice/b', 'note://alice/c', 'note://alice/d'];
+    const { honored } = await open(app, 'alice-token', 'throttled', { resourceSubscriptions: asked });
+    // The listen request spent one, the first two URIs the other two; the 429s are silent refusals.
+    expect(honored).toStrictEqual({ resourceSubscriptions: ['note://alice/a', 'note://alice/b'] });
+    expect(app.guardCalls.filter((call) => call.guard === 'ThrottleGuard')).toHaveLength(5);
   });
 
   it('the same request as bob gets bob’s URIs: the probe is per caller', async () => {

@@ -24,7 +24,9 @@ import {
 } from 'mcp-subscriptions/nest';
 import { expectOptionsError } from './helpers/options.ts';
 
-const CAPABILITIES = { toolsListChanged: true, resourceSubscriptions: true } as const;
+// List changes only: the wiring does not depend on resource subscriptions, which need a read check
+// (a guard or `canRead`: see 'fails closed' below).
+const CAPABILITIES = { toolsListChanged: true } as const;
 
 @Injectable()
 class NotesService {
@@ -307,6 +309,74 @@ function readContextOf(definition: DynamicModule): Type<unknown> {
   if (found === undefined) throw new Error('no read context among the providers');
   return found;
 }
+
+describe('NestJS module: fails closed without a read check', () => {
+  const RESOURCES = { resourceSubscriptions: true } as const;
+  const NO_READ_CHECK =
+    /Expected `canRead` or read `guards` in McpSubscriptionsModule\.forRoot\(\), since `capabilities\.resourceSubscriptions` is on: .*every URI would be admitted\. .*`guards`, give `canRead`, or set `readGuards: 'route-and-global'`/;
+
+  class ReadGuard implements CanActivate {
+    canActivate(): boolean {
+      return true;
+    }
+  }
+
+  it('forRoot() with resource subscriptions and neither canRead nor guards throws, naming what to set', () => {
+    throwsWithOption(
+      () => McpSubscriptionsModule.forRoot({ capabilities: RESOURCES }),
+      NO_READ_CHECK,
+      ErrorCode.NoReadCheck,
+    );
+    // An empty `guards` decides nothing either.
+    throwsWithOption(
+      () => McpSubscriptionsModule.forRoot({ capabilities: RESOURCES, guards: [], readGuards: 'route' }),
+      NO_READ_CHECK,
+      ErrorCode.NoReadCheck,
+    );
+  });
+
+  it('a factory returning resource subscriptions, with neither canRead nor guards: the app fails to start', async () => {
+    await rejectsWithOption(
+      compile(McpSubscriptionsModule.forRootAsync({ useFactory: () => ({ capabilities: RESOURCES }) })),
+      /Expected `canRead` or read `guards` in the options returned by the useFactory of McpSubscriptionsModule\.forRootAsync\(\)/,
+      ErrorCode.NoReadCheck,
+    );
+  });
+
+  it('a read guard, canRead, or global guards opted in to deciding reads each lets it start', async () => {
+    const definitions = [
+      McpSubscriptionsModule.forRoot({ capabilities: RESOURCES, guards: [ReadGuard] }),
+      McpSubscriptionsModule.forRoot({ capabilities: RESOURCES, canRead: () => true }),
+      McpSubscriptionsModule.forRoot({ capabilities: RESOURCES, readGuards: 'route-and-global' }),
+      McpSubscriptionsModule.forRootAsync({ guards: [ReadGuard], useFactory: () => ({ capabilities: RESOURCES }) }),
+      McpSubscriptionsModule.forRootAsync({
+        readGuards: 'route-and-global',
+        useFactory: () => ({ capabilities: RESOURCES }),
+      }),
+      McpSubscriptionsModule.forRootAsync({ useFactory: () => ({ capabilities: RESOURCES, canRead: () => true }) }),
+      // Without resource subscriptions there is nothing to read.
+      McpSubscriptionsModule.forRoot({ capabilities: { toolsListChanged: true } }),
+    ];
+    for (const definition of definitions) await (await compile(definition)).close();
+  });
+
+  it('readGuards takes only its two values', () => {
+    throwsWithOption(
+      () => McpSubscriptionsModule.forRoot({ capabilities: CAPABILITIES, readGuards: 'global' as never }),
+      /Expected `readGuards` to be one of 'route', 'route-and-global', got `global` \(string\)/,
+      ErrorCode.NotOneOf,
+    );
+    throwsWithOption(
+      () =>
+        McpSubscriptionsModule.forRootAsync({
+          readGuards: true as never,
+          useFactory: () => ({ capabilities: CAPABILITIES }),
+        }),
+      /Expected `readGuards` to be one of/,
+      ErrorCode.NotOneOf,
+    );
+  });
+});
 
 describe('NestJS module options are validated in the engine’s words, with a code per check', () => {
   const base: McpSubscriptionsModuleOptions = { capabilities: CAPABILITIES };
@@ -591,7 +661,7 @@ describe('NestJS module: unknown keys are refused with a suggestion', () => {
     [
       'a key near nothing',
       { ...base, colour: 'blue' },
-      /Unknown option `colour` of McpSubscriptionsModule\.forRoot\(\); expected one of `hub`, .*`path`, `guards`, `isGlobal`/,
+      /Unknown option `colour` of McpSubscriptionsModule\.forRoot\(\); expected one of `hub`, .*`path`, `guards`, `readGuards`, `isGlobal`/,
     ],
   ];
   for (const [name, options, message] of atForRoot) {

@@ -15,6 +15,7 @@ export type {
   McpCheckContext,
   McpHook,
   McpReadContext,
+  McpReadGuards,
   McpRequest,
   McpResourceReadCheck,
   McpSubscribeResourceHandler,

@@ -16,6 +16,9 @@ export const MCP_SUBSCRIPTIONS_RESOLVED_OPTIONS: unique symbol = Symbol.for('mcp
 /** The method `forRootAsync({ useClass })` and `forRootAsync({ useExisting })` call for the options. */
 export const OPTIONS_FACTORY_METHOD = 'createMcpSubscriptionsOptions' satisfies keyof McpSubscriptionsOptionsFactory;
 
+/** The route options (path, guards, readGuards, isGlobal) once validated (internal: the service injects them). */
+export const MCP_SUBSCRIPTIONS_ROUTE_OPTIONS: unique symbol = Symbol.for('mcp-subscriptions:route-options');
+
 /** The provider whose class and method the host's guards see when they decide a URI (see the module docs). */
 export const MCP_SUBSCRIPTIONS_READ_CONTEXT: unique symbol = Symbol.for('mcp-subscriptions:read-context');
 

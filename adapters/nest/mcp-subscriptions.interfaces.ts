@@ -34,6 +34,9 @@ export type McpRequest = IncomingMessage & {
 /** What a check or hook is told: the caller's principal, the request, and an abort signal. */
 export type McpCheckContext = CheckContext<McpRequest>;
 
+/** Which guards decide a read: see `McpSubscriptionsRouteOptions.readGuards`. */
+export type McpReadGuards = 'route' | 'route-and-global';
+
 /** The class and method the host's guards see (`context.getClass()`, `getHandler()`) when they decide a URI. */
 export interface McpReadContext {
   /** What a guard's `canActivate` guards here: the `resources/read` of one URI. Never called by a client. */
@@ -83,11 +86,14 @@ export interface McpSubscriptionsOptions
    */
   readonly hub?: SubscriptionHub | SubscriptionHubOptions;
   /**
-   * The per-URI read check. Left out, the module reuses your guards: for each URI it runs the global
-   * guards and `guards` with a request that presents a `resources/read` of that URI by the same caller,
-   * and admits the URI only if every guard lets it through. Give a function or a provider
-   * (`McpResourceReadCheck`) when your read rule is not a guard.
-   * @default the guards
+   * The per-URI read check. Left out, the module reuses your guards: for each URI it runs `guards`
+   * (and the global guards too, with `readGuards: 'route-and-global'`) with a request that presents a
+   * `resources/read` of that URI by the same caller, and admits the URI only if every guard lets it
+   * through. Give a function or a provider (`McpResourceReadCheck`) when your read rule is not a guard.
+   * With `capabilities.resourceSubscriptions` on, either this or a guard that decides reads is required:
+   * without both the module refuses to start (`ERR_MCP_SUBSCRIPTIONS_NO_READ_CHECK`), since an
+   * authentication guard alone would admit every URI.
+   * @default the guards that decide reads (see `readGuards`)
    */
   readonly canRead?: McpHook<McpResourceReadCheck>;
   /**
@@ -114,11 +120,27 @@ export interface McpSubscriptionsRouteOptions {
   /**
    * The guards of your MCP route, beyond the global ones (`APP_GUARD`, `useGlobalGuards()`), which
    * apply anyway. The listen route runs them exactly as Nest runs a controller's `@UseGuards()`, and so
-   * does the per-URI read check. A class is instantiated in this module, as Nest does for a
-   * controller's guards: its dependencies must be global or come from `imports`.
+   * does the per-URI read check (in this order, each must let a `resources/read` of the URI through). A
+   * class is instantiated in this module, as Nest does for a controller's guards: its dependencies must
+   * be global or come from `imports`.
    * @default []
    */
   readonly guards?: readonly (Type<CanActivate> | CanActivate)[];
+  /**
+   * Which guards decide whether the caller may read each URI a listen request names (when `canRead`
+   * is not given):
+   * - `'route'`: only `guards`. The global guards (`APP_GUARD`, `useGlobalGuards()`) run once, on the
+   *   listen request itself, as on every route: they authenticate the caller, rate-limit the request,
+   *   and so on, but are not asked again per URI. A rate-limit guard such as `@nestjs/throttler`'s
+   *   then counts one listen as one request, and its refusal is the listen request's 429.
+   * - `'route-and-global'`: the global guards too, before `guards`, once per URI. Choose it when a
+   *   global guard decides `resources/read`; a global guard that counts requests (a throttler) then
+   *   counts each URI, and once it refuses, every further URI is left out.
+   *
+   * A global guard that decides reads can also be named in `guards` with the default.
+   * @default 'route'
+   */
+  readonly readGuards?: McpReadGuards;
   /** Make `SubscriptionHub` injectable in every module without importing this one. @default true */
   readonly isGlobal?: boolean;
 }
@@ -131,14 +153,14 @@ export interface McpSubscriptionsModuleOptions extends McpSubscriptionsOptions, 
  * (the builder's options factory, with this method name).
  */
 export interface McpSubscriptionsOptionsFactory {
-  /** The options, as `forRoot()` would take them without `path`, `guards` and `isGlobal`. */
+  /** The options, as `forRoot()` would take them without `path`, `guards`, `readGuards` and `isGlobal`. */
   createMcpSubscriptionsOptions(): McpSubscriptionsOptions | Promise<McpSubscriptionsOptions>;
 }
 
 /**
  * Options of `McpSubscriptionsModule.forRootAsync()`: exactly one of `useFactory`, `useClass`,
- * `useExisting` provides the options; `path`, `guards` and `isGlobal` shape the module, so they are
- * given here. Unknown keys are refused when `forRootAsync()` is called, and unknown keys in the options
+ * `useExisting` provides the options; `path`, `guards`, `readGuards` and `isGlobal` shape the module, so
+ * they are given here. Unknown keys are refused when `forRootAsync()` is called, and unknown keys in the options
  * the factory returns when the application starts.
  */
 export interface McpSubscriptionsModuleAsyncOptions

@@ -2,12 +2,17 @@
  * The module's definition, made by Nest's `ConfigurableModuleBuilder` (the way `@nestjs/cache-manager`
  * defines its own): the static `forRoot(options)` and `forRootAsync({ useFactory | useClass |
  * useExisting, inject, imports, provideInjectionTokensFrom })`, the options provided under
- * `MCP_SUBSCRIPTIONS_OPTIONS`, and the extras (`path`, `guards`, `isGlobal`) that shape the module:
+ * `MCP_SUBSCRIPTIONS_OPTIONS`, and the extras (`path`, `guards`, `readGuards`, `isGlobal`) that shape the module:
  * its listen route, the guards on it and on the read context, and its scope.
  */
 import { ConfigurableModuleBuilder, type DynamicModule } from '@nestjs/common';
 import { SubscriptionHub } from '../../lib/internal.ts';
-import { DEFAULT_MCP_PATH, MCP_SUBSCRIPTIONS_OPTIONS, OPTIONS_FACTORY_METHOD } from './mcp-subscriptions.constants.ts';
+import {
+  DEFAULT_MCP_PATH,
+  MCP_SUBSCRIPTIONS_OPTIONS,
+  MCP_SUBSCRIPTIONS_ROUTE_OPTIONS,
+  OPTIONS_FACTORY_METHOD,
+} from './mcp-subscriptions.constants.ts';
 import { createListenController, createReadContext } from './mcp-subscriptions.controller.ts';
 import type { McpSubscriptionsOptions, McpSubscriptionsRouteOptions } from './mcp-subscriptions.interfaces.ts';
 import { resolveRouteOptions } from './mcp-subscriptions.options.ts';
@@ -28,6 +33,7 @@ function shapeModule(definition: DynamicModule, extras: McpSubscriptionsRouteOpt
     providers: [
       ...(definition.providers ?? []),
       hubProvider,
+      { provide: MCP_SUBSCRIPTIONS_ROUTE_OPTIONS, useValue: route },
       ...readContextProviders(createReadContext(route.guards)),
       McpSubscriptionsService,
     ],
@@ -40,5 +46,8 @@ export const { ConfigurableModuleClass } = new ConfigurableModuleBuilder<McpSubs
 })
   .setClassMethodName('forRoot')
   .setFactoryMethodName(OPTIONS_FACTORY_METHOD)
-  .setExtras<McpSubscriptionsRouteOptions>({ path: DEFAULT_MCP_PATH, guards: [], isGlobal: true }, shapeModule)
+  .setExtras<McpSubscriptionsRouteOptions>(
+    { path: DEFAULT_MCP_PATH, guards: [], readGuards: 'route', isGlobal: true },
+    shapeModule,
+  )
   .build();

@@ -11,9 +11,11 @@ import type {
 } from './mcp-subscriptions.interfaces.ts';
 import {
   checkAsyncOptions,
+  checkReadDecided,
   factorySource,
   FOR_ROOT_SOURCE,
   resolveModuleOptions,
+  resolveRouteOptions,
 } from './mcp-subscriptions.options.ts';
 import { resolvedOptionsFactory, resolvedOptionsValue } from './mcp-subscriptions.providers.ts';
 
@@ -24,10 +26,11 @@ function withProviders(definition: DynamicModule, providers: Provider[]): Dynami
 /**
  * Adds `subscriptions/listen` (MCP 2026-07-28) to a Nest app on the Express platform: a controller
  * route on your MCP path, in front of whatever serves the rest of MCP there, behind your global guards
- * and the `guards` you name. Each requested URI is admitted only if those same guards let a
- * `resources/read` of it by the same caller through (or your `canRead`). The `SubscriptionHub` it
- * provides is injectable by its class in every module (`isGlobal`), and every open stream ends with its
- * terminal result when the app shuts down.
+ * and the `guards` you name. Each requested URI is admitted only if the `guards` you name let a
+ * `resources/read` of it by the same caller through (the global guards too with `readGuards:
+ * 'route-and-global'`), or your `canRead` does; with resource subscriptions on and neither, the module
+ * refuses to start. The `SubscriptionHub` it provides is injectable by its class in every module
+ * (`isGlobal`), and every open stream ends with its terminal result when the app shuts down.
  *
  * @example
  * ```ts
@@ -55,16 +58,18 @@ function withProviders(definition: DynamicModule, providers: Provider[]): Dynami
 export class McpSubscriptionsModule extends ConfigurableModuleClass {
   /**
    * The module with options known up front. They are validated here: a mistake (an unknown key, a
-   * negative bound, a hook class without its method) throws an `OptionsError` from this call.
+   * negative bound, a hook class without its method, resource subscriptions with nothing that decides
+   * reads) throws an `OptionsError` from this call.
    */
   static override forRoot(options: McpSubscriptionsModuleOptions): DynamicModule {
     const resolved = resolveModuleOptions(options, FOR_ROOT_SOURCE);
+    checkReadDecided(resolved, resolveRouteOptions(options));
     return withProviders(super.forRoot(options), [resolvedOptionsValue(resolved)]);
   }
 
   /**
    * The module with options from a factory, a class or an existing provider (a config service, say).
-   * `path`, `guards` and `isGlobal` shape the module, so they are given here, not by the factory. The
+   * `path`, `guards`, `readGuards` and `isGlobal` shape the module, so they are given here, not by the factory. The
    * options of this call are validated here; the options the factory returns, when the application
    * starts (it fails to start on a mistake).
    *
@@ -86,7 +91,7 @@ export class McpSubscriptionsModule extends ConfigurableModuleClass {
     // The builder types `useExisting` as a class; it only injects it, so any token (a string, a symbol) works.
     const definition = super.forRootAsync(options as Parameters<typeof ConfigurableModuleClass.forRootAsync>[0]);
     return withProviders(definition, [
-      resolvedOptionsFactory(factorySource(options)),
+      resolvedOptionsFactory(factorySource(options), resolveRouteOptions(options)),
       ...(options.extraProviders ?? []),
     ]);
   }

@@ -17,6 +17,7 @@ import {
   LISTEN_OPTION_KEYS,
   NODE_ADAPTER_OPTION_KEYS,
   nearestKey,
+  oneOf,
   optionalFunction,
   optionKeys,
   OptionsError,
@@ -24,6 +25,7 @@ import {
   positiveInteger,
   resolveHubOptions,
   checkListenOptions,
+  defineCapabilities,
   isHub,
   type ListenHandlerOptions,
   type ListenOptionsScope,
@@ -33,6 +35,7 @@ import {
 } from '../../lib/internal.ts';
 import { DEFAULT_MCP_PATH, OPTIONS_FACTORY_METHOD } from './mcp-subscriptions.constants.ts';
 import type {
+  McpReadGuards,
   McpRequest,
   McpSubscriptionsModuleAsyncOptions,
   McpSubscriptionsOptions,
@@ -49,7 +52,12 @@ const FOR_ROOT = 'McpSubscriptionsModule.forRoot()';
 const FOR_ROOT_ASYNC = 'McpSubscriptionsModule.forRootAsync()';
 
 /** The extras of the module definition: what shapes the module. */
-const ROUTE_OPTION_KEYS = optionKeys<McpSubscriptionsRouteOptions>({ path: true, guards: true, isGlobal: true });
+const ROUTE_OPTION_KEYS = optionKeys<McpSubscriptionsRouteOptions>({
+  path: true,
+  guards: true,
+  readGuards: true,
+  isGlobal: true,
+});
 
 /** What `forRoot()` takes besides the extras, and what a `forRootAsync()` factory returns. */
 const MODULE_OPTION_KEYS: readonly string[] = [...LISTEN_OPTION_KEYS, ...NODE_ADAPTER_OPTION_KEYS];
@@ -64,6 +72,7 @@ const ASYNC_OPTION_KEYS = optionKeys<McpSubscriptionsModuleAsyncOptions>({
   extraProviders: true,
   path: true,
   guards: true,
+  readGuards: true,
   isGlobal: true,
 });
 
@@ -160,10 +169,13 @@ export function tokenName(token: unknown): string {
 export interface ResolvedRouteOptions {
   readonly path: string;
   readonly guards: NonNullable<McpSubscriptionsRouteOptions['guards']>;
+  readonly readGuards: McpReadGuards;
   readonly isGlobal: boolean;
 }
 
-/** Validates what shapes the module (path, guards, isGlobal); applies defaults. */
+const READ_GUARDS: readonly McpReadGuards[] = ['route', 'route-and-global'];
+
+/** Validates what shapes the module (path, guards, readGuards, isGlobal); applies defaults. */
 export function resolveRouteOptions(options: McpSubscriptionsRouteOptions): ResolvedRouteOptions {
   optionsObject(options);
   const path = options.path ?? DEFAULT_MCP_PATH;
@@ -193,6 +205,7 @@ export function resolveRouteOptions(options: McpSubscriptionsRouteOptions): Reso
       );
     }
   });
+  const readGuards = oneOf('readGuards', options.readGuards ?? 'route', READ_GUARDS);
   const isGlobal = options.isGlobal ?? true;
   if (typeof isGlobal !== 'boolean') {
     throw new OptionsError(
@@ -200,7 +213,12 @@ export function resolveRouteOptions(options: McpSubscriptionsRouteOptions): Reso
       `Expected \`isGlobal\` to be a boolean, got ${describeValue(isGlobal)}`,
     );
   }
-  return Object.freeze({ path, guards: Object.freeze([...(guards as ResolvedRouteOptions['guards'])]), isGlobal });
+  return Object.freeze({
+    path,
+    guards: Object.freeze([...(guards as ResolvedRouteOptions['guards'])]),
+    readGuards,
+    isGlobal,
+  });
 }
 
 /**
@@ -393,4 +411,22 @@ function resolveHub(hub: unknown, where: string): SubscriptionHub | Subscription
   // Validated now; the hub itself is built at start-up (a bus is joined then, not here).
   resolveHubOptions(hub);
   return Object.freeze({ ...(hub as SubscriptionHubOptions) });
+}
+
+/**
+ * Fails closed: with `capabilities.resourceSubscriptions` on, something must decide whether the caller
+ * may read each URI. An authentication guard alone lets every probe through, so without `canRead`, a
+ * guard in `guards` or global guards opted in to deciding reads, every URI would be admitted.
+ */
+export function checkReadDecided(options: ResolvedModuleOptions, route: ResolvedRouteOptions): void {
+  if (!defineCapabilities(options.listen.capabilities).resourceSubscriptions) return;
+  if (options.hooks.canRead.kind !== 'none' || route.guards.length > 0 || route.readGuards === 'route-and-global')
+    return;
+  throw new OptionsError(
+    ErrorCode.NoReadCheck,
+    `Expected \`canRead\` or read \`guards\` in ${options.where}, since \`capabilities.resourceSubscriptions\` is on: ` +
+      'nothing decides whether the caller may read a URI, so every URI would be admitted. Name the guard that ' +
+      "decides resources/read on your MCP route in `guards`, give `canRead`, or set `readGuards: 'route-and-global'` " +
+      'if a global guard decides it',
+  );
 }

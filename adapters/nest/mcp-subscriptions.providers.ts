@@ -11,7 +11,13 @@ import {
   MCP_SUBSCRIPTIONS_RESOLVED_OPTIONS,
 } from './mcp-subscriptions.constants.ts';
 import type { McpReadContext } from './mcp-subscriptions.interfaces.ts';
-import { resolveModuleOptions, type OptionsSource, type ResolvedModuleOptions } from './mcp-subscriptions.options.ts';
+import {
+  checkReadDecided,
+  resolveModuleOptions,
+  type OptionsSource,
+  type ResolvedModuleOptions,
+  type ResolvedRouteOptions,
+} from './mcp-subscriptions.options.ts';
 import { nestLogger } from './nest-logger.ts';
 
 /** The options of `forRoot()`, resolved when it was called. */
@@ -19,11 +25,18 @@ export function resolvedOptionsValue(resolved: ResolvedModuleOptions): Provider 
   return { provide: MCP_SUBSCRIPTIONS_RESOLVED_OPTIONS, useValue: resolved };
 }
 
-/** The options a `forRootAsync()` factory returned, resolved (and so validated) as the application starts. */
-export function resolvedOptionsFactory(source: OptionsSource): Provider {
+/**
+ * The options a `forRootAsync()` factory returned, resolved (and so validated) as the application
+ * starts, with the route options of the `forRootAsync()` call (which say whether guards decide reads).
+ */
+export function resolvedOptionsFactory(source: OptionsSource, route: ResolvedRouteOptions): Provider {
   return {
     provide: MCP_SUBSCRIPTIONS_RESOLVED_OPTIONS,
-    useFactory: (options: unknown) => resolveModuleOptions(options, source),
+    useFactory: (options: unknown) => {
+      const resolved = resolveModuleOptions(options, source);
+      checkReadDecided(resolved, route);
+      return resolved;
+    },
     inject: [MCP_SUBSCRIPTIONS_OPTIONS],
   };
 }

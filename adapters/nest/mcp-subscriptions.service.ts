@@ -6,10 +6,13 @@ import type { ServerResponse } from 'node:http';
 import {
   Inject,
   Injectable,
+  ForbiddenException,
   Logger,
   type BeforeApplicationShutdown,
+  type CanActivate,
   type InjectionToken,
   type OnModuleInit,
+  type Type,
 } from '@nestjs/common';
 import { ExternalContextCreator, HttpAdapterHost, ModuleRef } from '@nestjs/core';
 import {
@@ -26,10 +29,21 @@ import {
   type NodeServeOptions,
   type ResourceCheck,
 } from '../../lib/internal.ts';
-import { MCP_SUBSCRIPTIONS_READ_CONTEXT, MCP_SUBSCRIPTIONS_RESOLVED_OPTIONS } from './mcp-subscriptions.constants.ts';
+import {
+  MCP_SUBSCRIPTIONS_READ_CONTEXT,
+  MCP_SUBSCRIPTIONS_RESOLVED_OPTIONS,
+  MCP_SUBSCRIPTIONS_ROUTE_OPTIONS,
+} from './mcp-subscriptions.constants.ts';
 import type { McpCheckContext, McpReadContext, McpRequest } from './mcp-subscriptions.interfaces.ts';
-import { tokenName, type HookName, type HookSource, type ResolvedModuleOptions } from './mcp-subscriptions.options.ts';
+import {
+  tokenName,
+  type HookName,
+  type HookSource,
+  type ResolvedModuleOptions,
+  type ResolvedRouteOptions,
+} from './mcp-subscriptions.options.ts';
 import { detachedResponse, envelopeOf, readRequest, type ListenEnvelope } from './read-probe.ts';
+import { runRouteGuards } from './read-guards.ts';
 import { placeListenRoute } from './route-order.ts';
 
 type Next = (error?: unknown) => void;
@@ -75,6 +89,7 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
     @Inject(ExternalContextCreator) private readonly contexts: ExternalContextCreator,
     @Inject(HttpAdapterHost) private readonly adapterHost: HttpAdapterHost,
     @Inject(MCP_SUBSCRIPTIONS_READ_CONTEXT) private readonly readContext: McpReadContext,
+    @Inject(MCP_SUBSCRIPTIONS_ROUTE_OPTIONS) private readonly route: ResolvedRouteOptions,
   ) {
     const { where, listen, hooks, principal, maxBodyBytes } = options;
     const onListen = (req: McpRequest, body: unknown): void => {
@@ -115,21 +130,45 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
       if (hook !== undefined) this.hooks[name] = hook;
     }
     if (this.hooks.canRead === undefined) {
-      this.runGuards = this.contexts.create(
-        this.readContext,
-        // eslint-disable-next-line @typescript-eslint/unbound-method -- Nest applies it to `readContext`.
-        this.readContext.resourcesRead,
-        'resourcesRead',
-        undefined,
-        undefined,
-        undefined,
-        undefined,
-        // Guards only: interceptors and filters belong to routes that answer clients; this one never does.
-        { guards: true, interceptors: false, filters: false },
-      ) as GuardRun;
+      this.runGuards = this.guardRun();
       this.hooks.canRead = (uri, context) => this.guardsAdmit(uri, context);
     }
     this.placeRoute();
+  }
+
+  /**
+   * How a URI's read probe runs the guards that decide reads: `guards` alone (the default), or through
+   * Nest's own guard pipeline, global guards first, with `readGuards: 'route-and-global'`.
+   */
+  private guardRun(): GuardRun {
+    const { readContext } = this;
+    if (this.route.readGuards === 'route') {
+      const guards = this.route.guards.map((guard) => this.guardInstance(guard));
+      const classRef = readContext.constructor as Type<unknown>;
+      // eslint-disable-next-line @typescript-eslint/unbound-method -- only its identity is used (Reflector metadata).
+      const handler = readContext.resourcesRead;
+      return async (req, res, next) => {
+        if (!(await runRouteGuards(guards, [req, res, next], classRef, handler))) throw new ForbiddenException();
+      };
+    }
+    return this.contexts.create(
+      this.readContext,
+      // eslint-disable-next-line @typescript-eslint/unbound-method -- Nest applies it to `readContext`.
+      this.readContext.resourcesRead,
+      'resourcesRead',
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      // Guards only: interceptors and filters belong to routes that answer clients; this one never does.
+      { guards: true, interceptors: false, filters: false },
+    ) as GuardRun;
+  }
+
+  /** A guard of `guards`: an instance as given; a class, the instance Nest made for the read context in this module. */
+  private guardInstance(guard: Type<CanActivate> | CanActivate): CanActivate {
+    if (typeof guard !== 'function') return guard;
+    return this.moduleRef.get(guard, { strict: true });
   }
 
   /** Ends every open stream with its terminal result before the HTTP server closes. */
@@ -164,7 +203,8 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
   }
 
   /**
-   * The default read check: every guard of the listen route (global ones first) must let a
+   * The default read check: every guard that decides reads (`guards`, after the global ones with
+   * `readGuards: 'route-and-global'`) must let a
    * `resources/read` of `uri` by the same caller through. A guard's `false` or `HttpException` is a
    * silent "no"; any other error is a failure the engine logs (and the URI is left out as well).
    */

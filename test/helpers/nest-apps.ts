@@ -12,6 +12,7 @@ import {
   Controller,
   ForbiddenException,
   Global,
+  HttpException,
   Inject,
   Injectable,
   Module,
@@ -25,6 +26,7 @@ import {
   type INestApplication,
   type NestApplicationOptions,
   type Provider,
+  type Type,
 } from '@nestjs/common';
 import { APP_GUARD, NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
@@ -125,6 +127,28 @@ export class ReadGuard implements CanActivate {
     if (uri.startsWith(`note://${user}/`)) return true;
     throw new ForbiddenException('Not your note');
   }
+}
+
+/**
+ * A rate limit as a global guard, in the manner of @nestjs/throttler's: it counts every request it
+ * sees (recording each as `ThrottleGuard`) and refuses the one past `limit` with a 429 `HttpException`.
+ * One count per app: each call makes a class of its own.
+ */
+export function throttleGuard(limit: number): Type<CanActivate> {
+  @Injectable()
+  class ThrottleGuard implements CanActivate {
+    private seen = 0;
+
+    constructor(@Inject(GUARD_LOG) private readonly log: GuardCall[]) {}
+
+    canActivate(context: ExecutionContext): boolean {
+      record(this.log, 'ThrottleGuard', context);
+      this.seen++;
+      if (this.seen > limit) throw new HttpException('ThrottlerException: Too Many Requests', 429);
+      return true;
+    }
+  }
+  return ThrottleGuard;
 }
 
 /** Echoes what reached it (method and body), so a test sees what the listen route passed on. */
