@@ -278,11 +278,27 @@ describe('NestJS module wiring', () => {
     ).rejects.toThrow(/SubscriptionHub/);
   });
 
-  it('shutdown closes the hub: open streams end, new ones are refused', async () => {
+  it('shutdown closes the hub the module built: open streams end, new ones are refused', async () => {
     const moduleRef = await compile(McpSubscriptionsModule.forRoot({ capabilities: CAPABILITIES }));
     const hub = moduleRef.get(SubscriptionHub);
     await moduleRef.close();
     expect(() => hub.reserve('alice')).toThrow(expect.objectContaining({ code: ErrorCode.Protocol }));
+  });
+
+  it('shutdown leaves a hub the caller passed in open: it is theirs to close', async () => {
+    for (const define of [
+      (hub: SubscriptionHub) => McpSubscriptionsModule.forRoot({ capabilities: CAPABILITIES, hub }),
+      (hub: SubscriptionHub) =>
+        McpSubscriptionsModule.forRootAsync({ useFactory: () => ({ capabilities: CAPABILITIES, hub }) }),
+    ]) {
+      const given = new SubscriptionHub();
+      const moduleRef = await compile(define(given));
+      await moduleRef.close();
+      // Still open: a stream can be reserved, and the caller closes it when done.
+      given.reserve('alice').release();
+      await given.close();
+      expect(() => given.reserve('alice')).toThrow(expect.objectContaining({ code: ErrorCode.Protocol }));
+    }
   });
 });
 

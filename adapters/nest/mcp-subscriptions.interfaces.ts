@@ -80,8 +80,10 @@ export interface McpSubscriptionsOptions
     NodeAdapterOptions<McpRequest> {
   /**
    * The hub's options (the module builds it and provides it as `SubscriptionHub`), or a hub you built
-   * (for example to hand the same one to code outside Nest). Either way the module closes it on
-   * application shutdown, ending every open stream with its terminal result.
+   * (for example to hand the same one to code outside Nest). The module closes only a hub it built: on
+   * application shutdown it ends every open stream with its terminal result, refuses new ones and leaves
+   * the bus. A hub you pass in stays yours: on shutdown the module ends its open streams (so the HTTP
+   * server can close) but does not close it; call `hub.close()` when you are done with it.
    * @default `new SubscriptionHub()`, logging through Nest's `Logger`
    */
   readonly hub?: SubscriptionHub | SubscriptionHubOptions;

@@ -21,6 +21,7 @@ import {
   createListenHandler,
   describeValue,
   ErrorCode,
+  isHub,
   LISTEN_METHOD,
   OptionsError,
   serveNodeRequest,
@@ -81,6 +82,8 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
   /** The listen request's id and `_meta` while its URIs are checked: the probe presents them to the guards. */
   private readonly envelopes = new WeakMap<McpRequest, ListenEnvelope>();
   private runGuards: GuardRun | undefined;
+  /** Whether the module built the hub (and so owns it) rather than being handed one. */
+  private readonly ownsHub: boolean;
 
   constructor(
     @Inject(MCP_SUBSCRIPTIONS_RESOLVED_OPTIONS) options: ResolvedModuleOptions,
@@ -92,6 +95,7 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
     @Inject(MCP_SUBSCRIPTIONS_ROUTE_OPTIONS) private readonly route: ResolvedRouteOptions,
   ) {
     const { where, listen, hooks, principal, maxBodyBytes } = options;
+    this.ownsHub = !isHub(options.hub);
     const onListen = (req: McpRequest, body: unknown): void => {
       // The read probes present the listen request's id and `_meta` to the guards.
       const envelope = envelopeOf(body);
@@ -171,9 +175,14 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
     return this.moduleRef.get(guard, { strict: true });
   }
 
-  /** Ends every open stream with its terminal result before the HTTP server closes. */
+  /**
+   * Ends every open stream with its terminal result before the HTTP server closes. A hub the module
+   * built is closed (new streams refused, the bus left); a hub the caller passed in is theirs to close,
+   * so only its streams are completed (the HTTP server could not close with streams open on it).
+   */
   async beforeApplicationShutdown(): Promise<void> {
-    await this.hub.close();
+    if (this.ownsHub) await this.hub.close();
+    else await this.hub.complete();
   }
 
   /**
