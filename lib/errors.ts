@@ -57,6 +57,8 @@ export const ErrorCode = Object.freeze({
   InvalidHook: 'ERR_MCP_SUBSCRIPTIONS_INVALID_HOOK',
   /** Nest: `capabilities.resourceSubscriptions` is on, with no `canRead` and no guard that decides reads. */
   NoReadCheck: 'ERR_MCP_SUBSCRIPTIONS_NO_READ_CHECK',
+  /** Nest: the listen route could not be put in front of the host's MCP route (not found, or not Express). */
+  RouteNotPlaced: 'ERR_MCP_SUBSCRIPTIONS_ROUTE_NOT_PLACED',
   /** Redis: `publisher` or `subscriber` is neither an ioredis client nor a node-redis (v4+) client, or is a cluster client. */
   InvalidRedisClient: 'ERR_MCP_SUBSCRIPTIONS_INVALID_REDIS_CLIENT',
   /** Redis: `subscriber` is the very connection given as `publisher`; a subscribed connection cannot publish. */

@@ -9,8 +9,10 @@ import { once } from 'node:events';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { Inject, Injectable } from '@nestjs/common';
 import { APP_GUARD } from '@nestjs/core';
+import { ExpressAdapter } from '@nestjs/platform-express';
+import express from 'express';
 import { from, lastValueFrom, take, toArray } from 'rxjs';
-import { SubscriptionHub, type SubscriptionEvent } from 'mcp-subscriptions';
+import { ErrorCode, SubscriptionHub, type SubscriptionEvent } from 'mcp-subscriptions';
 import { fromHub, publishTo, type McpCheckContext } from 'mcp-subscriptions/nest';
 import { recordingLogger } from './helpers/fake-response.ts';
 import { bearer, ReadGuard, startNestApp, throttleGuard, type NestTestApp } from './helpers/nest-apps.ts';
@@ -306,6 +308,36 @@ describe('NestJS module: in front of the official SDK handler', () => {
         context: 'McpSubscriptions',
       },
     ]);
+  });
+
+  it('the app fails to start on a platform other than Express: the host route would serve listen unchecked', async () => {
+    class OtherPlatform extends ExpressAdapter {
+      override getType(): string {
+        return 'fastify';
+      }
+    }
+    const errors: string[] = [];
+    const logger = { log: () => {}, warn: () => {}, error: (message: unknown) => void errors.push(String(message)) };
+    await expect(start({ host: 'sdk', adapter: new OtherPlatform(), appOptions: { logger } })).rejects.toMatchObject({
+      code: ErrorCode.RouteNotPlaced,
+      message: expect.stringMatching(/Expected the app to run on Nest's Express platform .*got fastify/),
+    });
+    // Also in the app's own log, as an error.
+    expect(errors.some((line) => /Expected the app to run on Nest's Express platform/.test(line))).toBe(true);
+  });
+
+  it('the app fails to start when the listen route is not in the Express router', async () => {
+    // The router the module searches is not the one the routes went into.
+    class ElsewhereRouted extends ExpressAdapter {
+      private readonly other = express();
+      override getInstance<T>(): T {
+        return this.other as T;
+      }
+    }
+    await expect(start({ host: 'sdk', adapter: new ElsewhereRouted() })).rejects.toMatchObject({
+      code: ErrorCode.RouteNotPlaced,
+      message: expect.stringMatching(/Expected the listen route \(POST \/mcp\) in the Express router/),
+    });
   });
 
   it('an unreadable resources/read is refused by the very guard listen reused', async () => {

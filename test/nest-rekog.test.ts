@@ -7,7 +7,8 @@
  * - self-mounted (its default without a controller): it registers `POST /mcp` on the HTTP adapter
  *   directly when the microservices start, before Nest registers any route, and outside Nest's
  *   routing, so no guard runs. It then answers listen itself, with the SDK's built-in listen: it
- *   cannot coexist with the module (or with the app's guards), and the module warns at start-up. The
+ *   cannot coexist with the module (or with the app's guards), and the module reports it as an error at
+ *   start-up. The
  *   second test is the reproduction.
  */
 import 'reflect-metadata';
@@ -43,14 +44,14 @@ function expectToBe(actual: unknown, expected: unknown, context: string): void {
   expect({ actual, context }).toStrictEqual({ actual: expected, context });
 }
 
-/** Collects the warnings Nest's logger is given (the module's, among others). */
+/** Collects the warnings and errors Nest's logger is given (the module's, among others), with their level. */
 function warnings(): LoggerService & { lines: string[] } {
   const lines: string[] = [];
   return {
     lines,
     log: () => {},
-    error: () => {},
-    warn: (message: unknown) => void lines.push(String(message)),
+    error: (message: unknown) => void lines.push(`error: ${String(message)}`),
+    warn: (message: unknown) => void lines.push(`warn: ${String(message)}`),
   };
 }
 
@@ -127,9 +128,9 @@ describe('@rekog/mcp-nest 2.x in the same app', () => {
     expect((await anonymous.event(1)).json?.method).toBe('notifications/subscriptions/acknowledged');
     // The SDK's built-in listen served it: the module's hub never saw a stream.
     expect(hub.stats().opened).toBe(0);
-    // The module warns at start-up (a failure prints the lines it got).
+    // The module reports it at start-up, as an error (a failure prints the lines it got).
     expectToBe(
-      logger.lines.some((line) => /outside Nest routing/.test(line) && /McpHttpControllerFor/.test(line)),
+      logger.lines.some((line) => /^error: .*outside Nest routing/.test(line) && /McpHttpControllerFor/.test(line)),
       true,
       JSON.stringify(logger.lines),
     );

@@ -253,28 +253,46 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
     return (item, context) => (method as ResourceCheck<McpRequest>).call(provider, item, context);
   }
 
+  /** The start-up failure for a listen route that cannot be placed, also logged as an error in the app's log. */
+  private notPlaced(message: string): OptionsError {
+    const error = new OptionsError(ErrorCode.RouteNotPlaced, message);
+    this.logger.error(error.message);
+    return error;
+  }
+
+  /**
+   * Puts the listen route in front of the host's MCP route. Where it cannot be placed the host's route
+   * would serve listen itself, past this module's checks, so that fails start-up (a platform other than
+   * Express, or the route missing from the router: neither is a state a working app can be in), and a
+   * handler outside Nest routing that shadows it is reported as an error (it may hand listen on).
+   */
   private placeRoute(): void {
     const adapter = this.adapterHost?.httpAdapter;
     // A standalone application context (no HTTP server) has no route to place.
     if (adapter === undefined || adapter === null) return;
     if (adapter.getType() !== 'express') {
-      this.logger.warn(
-        `The listen route needs Nest's Express platform (it hands requests on with Express's next()); this app runs on ${adapter.getType()}.`,
+      throw this.notPlaced(
+        `Expected the app to run on Nest's Express platform (@nestjs/platform-express), got ${adapter.getType()}: ` +
+          "the listen route hands every other request on with Express's next(), and cannot be put in front of your MCP route",
       );
-      return;
     }
     const placement = placeListenRoute(adapter.getInstance());
-    if (placement.found) {
-      // Nest's own route log lists the host's MCP route first (its module registers first): say
-      // where listen is really served, so that log does not read as if ours were shadowed.
-      const ahead =
-        placement.movedBefore === 0
-          ? 'no other controller route serves that path'
-          : `moved in front of ${placement.movedBefore} other controller route${placement.movedBefore === 1 ? '' : 's'} for that path, which serve${placement.movedBefore === 1 ? 's' : ''} everything else`;
-      this.logger.log(`subscriptions/listen is served on POST ${placement.path ?? '(unknown path)'}: ${ahead}`);
+    if (!placement.found) {
+      throw this.notPlaced(
+        `Expected the listen route (POST ${this.route.path}) in the Express router, but it is not there: ` +
+          'your MCP route would serve subscriptions/listen without its checks. Import McpSubscriptionsModule ' +
+          'into the HTTP application, and report this if it is',
+      );
     }
+    // Nest's own route log lists the host's MCP route first (its module registers first): say
+    // where listen is really served, so that log does not read as if ours were shadowed.
+    const ahead =
+      placement.movedBefore === 0
+        ? 'no other controller route serves that path'
+        : `moved in front of ${placement.movedBefore} other controller route${placement.movedBefore === 1 ? '' : 's'} for that path, which serve${placement.movedBefore === 1 ? 's' : ''} everything else`;
+    this.logger.log(`subscriptions/listen is served on POST ${placement.path ?? '(unknown path)'}: ${ahead}`);
     if (placement.shadowedBy > 0) {
-      this.logger.warn(
+      this.logger.error(
         'POST on the MCP path is also served by a handler mounted on the HTTP adapter outside Nest routing ' +
           "(such as @rekog/mcp-nest's self-mounted transport), which runs before every controller route: it " +
           'answers subscriptions/listen itself, past this module and your guards. Serve MCP from a controller ' +

@@ -28,7 +28,7 @@ import {
   type Provider,
   type Type,
 } from '@nestjs/common';
-import { APP_GUARD, NestFactory } from '@nestjs/core';
+import { APP_GUARD, NestFactory, type AbstractHttpAdapter } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import { createMcpHandler, McpServer } from '@modelcontextprotocol/server';
@@ -211,6 +211,8 @@ export interface NestAppInit {
   /** Runs before `listen()`. */
   readonly configure?: (app: NestExpressApplication) => void;
   readonly providers?: Provider[];
+  /** The HTTP adapter to build the app on. @default Nest's Express adapter */
+  readonly adapter?: AbstractHttpAdapter;
 }
 
 /** A listening test app. */
@@ -253,14 +255,20 @@ export async function startNestApp(init: NestAppInit = {}): Promise<NestTestApp>
   })
   class AppModule {}
 
-  const app = await NestFactory.create<NestExpressApplication>(AppModule, {
-    logger: false,
-    abortOnError: false,
-    ...init.appOptions,
-  });
+  const appOptions: NestApplicationOptions = { logger: false, abortOnError: false, ...init.appOptions };
+  const app =
+    init.adapter === undefined
+      ? await NestFactory.create<NestExpressApplication>(AppModule, appOptions)
+      : await NestFactory.create<NestExpressApplication>(AppModule, init.adapter, appOptions);
   if (init.prefix !== undefined) app.setGlobalPrefix(init.prefix);
   init.configure?.(app);
-  await app.listen(0, '127.0.0.1');
+  try {
+    await app.listen(0, '127.0.0.1');
+  } catch (error) {
+    // An app that failed to start is closed here: the test only sees the error.
+    await app.close();
+    throw error;
+  }
   const baseUrl = await app.getUrl();
   const prefix = init.prefix ?? '';
   let closing: Promise<void> | undefined;
