@@ -340,6 +340,45 @@ describe('NestJS module: in front of the official SDK handler', () => {
     });
   });
 
+  it('a check that throws is logged by its name only: no URI, no message, no stack', async () => {
+    const lines: { level: string; params: unknown[] }[] = [];
+    const record =
+      (level: string) =>
+      (...params: unknown[]): void => {
+        lines.push({ level, params });
+      };
+    const logger = { log: record('log'), warn: record('warn'), error: record('error') };
+    const app = await start({
+      appOptions: { logger },
+      module: {
+        canRead: () => {
+          throw new Error('secret note://alice/x');
+        },
+      },
+    });
+    const { honored } = await open(app, 'alice-token', 'leaky', { resourceSubscriptions: ['note://alice/x'] });
+    expect(honored).toStrictEqual({});
+    const ours = lines.filter((line) => line.params.includes('McpSubscriptions') && line.level !== 'log');
+    // One line, in the engine's words, ending with the error's name (and code, when it has one).
+    expect(ours.map((line) => line.level)).toStrictEqual(['warn']);
+    expect(ours[0]?.params).toStrictEqual([expect.stringMatching(/^canRead failed\b.*: Error$/), 'McpSubscriptions']);
+    // The same at the error level (where Nest prints a second argument as a stack): a hub listener that throws.
+    const unsubscribe = app.hub.subscribe(() => {
+      throw new Error('secret note://alice/x');
+    });
+    app.hub.resourceUpdated('note://alice/y');
+    unsubscribe();
+    const errors = lines.filter((line) => line.params.includes('McpSubscriptions') && line.level === 'error');
+    // No stack argument (Nest's logger passes its empty slot on as `undefined`).
+    expect(errors.map((line) => line.params.filter((param) => param !== undefined))).toStrictEqual([
+      ['an event listener threw: Error', 'McpSubscriptions'],
+    ]);
+    const everything = JSON.stringify(lines);
+    expect(everything).not.toContain('note://alice/x');
+    expect(everything).not.toContain('secret');
+    expect(everything).not.toMatch(/\bat .*\.ts:\d+/);
+  });
+
   it('an unreadable resources/read is refused by the very guard listen reused', async () => {
     const app = await start({ host: 'sdk' });
     const read = await mcpRequest(app.url, 'alice-token', 'resources/read', { uri: 'note://bob/b' });

@@ -2,16 +2,24 @@
  * The engine's logger on Nest's `Logger`, so runtime failures (a check that throws, a client gone) are
  * reported the way the rest of the app reports, through whatever logger the app installed.
  */
-import { inspect } from 'node:util';
 import { Logger } from '@nestjs/common';
 import type { Logger as EngineLogger } from '../../lib/internal.ts';
 
 const CONTEXT = 'McpSubscriptions';
 
+/**
+ * What the log says of a failure: its name and code, as the diagnostics channels do. Never its message
+ * or stack: a host check's error may quote the URI or the task id it was asked about, and logs are read
+ * by more people than may know them.
+ */
 function describe(details: unknown): string | undefined {
   const error = (details as { error?: unknown } | undefined)?.error;
-  if (error instanceof Error) return error.stack ?? `${error.name}: ${error.message}`;
-  return error === undefined ? undefined : inspect(error);
+  if (error === undefined) return undefined;
+  if (typeof error !== 'object' || error === null) return typeof error;
+  const name = (error as { name?: unknown }).name;
+  const code = (error as { code?: unknown }).code;
+  const named = typeof name === 'string' ? name : 'error';
+  return typeof code === 'string' || typeof code === 'number' ? `${named} (${String(code)})` : named;
 }
 
 /** An engine logger writing through a Nest `Logger` with the context `McpSubscriptions`. */
@@ -22,7 +30,9 @@ export function nestLogger(logger: Logger = new Logger(CONTEXT)): EngineLogger {
       logger.warn(why === undefined ? message : `${message}: ${why}`);
     },
     error: (message: string, details?: unknown) => {
-      logger.error(message, describe(details));
+      const why = describe(details);
+      // One argument: Nest's logger prints a second one as a stack trace.
+      logger.error(why === undefined ? message : `${message}: ${why}`);
     },
   };
 }
