@@ -106,13 +106,18 @@ function stringField(value: unknown, ...names: string[]): string | undefined {
 
 /**
  * The default principal: `req.auth` as the SDK's `requireBearerAuth` sets it (`extra.sub`, else
- * `extra.principal`, else `clientId`), else `req.user` as Passport sets it (a string, or its `id`,
- * `sub` or `username`). `undefined` for an anonymous caller.
+ * `extra.principal`), else `req.user` as Passport sets it (a string, or its `id`, `sub` or
+ * `username`). `undefined` for an anonymous caller.
+ *
+ * `req.auth.clientId` is deliberately not a fallback: it names the OAuth client (an app), not the
+ * user, so every user of one client would share one principal, and with it their streams'
+ * cancellation, task ownership and per-principal limit. A host whose tokens identify a client only
+ * says so with the `principal` option.
  */
 export function defaultPrincipal(req: { readonly auth?: unknown; readonly user?: unknown }): string | undefined {
   const { auth, user } = req;
   if (auth !== undefined && auth !== null) {
-    return stringField((auth as { extra?: unknown }).extra, 'sub', 'principal') ?? stringField(auth, 'clientId');
+    return stringField((auth as { extra?: unknown }).extra, 'sub', 'principal');
   }
   if (typeof user === 'string' && user !== '') return user;
   return stringField(user, 'id', 'sub', 'username');

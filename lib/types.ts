@@ -357,8 +357,10 @@ export interface NodeAdapterOptions<Req = unknown> {
    * Who the caller is, from the request your auth middleware or guard already authenticated. The
    * principal scopes per-principal limits, `notifications/cancelled` and task ownership, and is handed
    * to your checks. Return `undefined` for an anonymous caller.
-   * @default `req.auth` as the SDK's `requireBearerAuth` sets it (`extra.sub`, else `extra.principal`,
-   * else `clientId`), else `req.user` (a string, or its `id`, `sub` or `username`)
+   * `req.auth.clientId` is never used by default: it names the OAuth client, shared by all its users
+   * (return it here explicitly if your tokens identify a client only).
+   * @default `req.auth` as the SDK's `requireBearerAuth` sets it (`extra.sub`, else `extra.principal`),
+   * else `req.user` (a string, or its `id`, `sub` or `username`)
    */
   readonly principal?: (req: Req) => string | undefined;
   /**

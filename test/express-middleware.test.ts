@@ -329,20 +329,26 @@ for (const flavour of expressFlavours) {
         next();
       };
 
-    test('defaults to req.auth: extra.sub, then extra.principal, then clientId', async () => {
+    test('defaults to req.auth: extra.sub, then extra.principal; never the OAuth clientId', async () => {
       expect(await principalFor({ before: [authAs] }, { 'x-user': 'alice' })).toBe('alice');
       expect(
         await principalFor({
           before: [setting('auth', { clientId: 'c', extra: { principal: 'p' }, token: 't', scopes: [] })],
         }),
       ).toBe('p');
-      expect(await principalFor({ before: [setting('auth', { clientId: 'c', token: 't', scopes: [] })] })).toBe('c');
+      // The client id names an app shared by all its users: a token that names no user is anonymous.
+      expect(await principalFor({ before: [setting('auth', { clientId: 'c', token: 't', scopes: [] })] })).toBe(
+        'anonymous',
+      );
       // req.auth wins over req.user
       expect(
         await principalFor({
-          before: [setting('auth', { clientId: 'c', token: 't', scopes: [] }), setting('user', 'u')],
+          before: [
+            setting('auth', { clientId: 'c', token: 't', extra: { sub: 's' }, scopes: [] }),
+            setting('user', 'u'),
+          ],
         }),
-      ).toBe('c');
+      ).toBe('s');
     });
 
     test('else req.user: a string, or its id, sub or username', async () => {
