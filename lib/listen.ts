@@ -207,11 +207,17 @@ export function createListenHandler<Req = unknown>(
     (what: 'resource' | 'task') =>
     (error: unknown, stage: number): void => {
       const hook = what === 'task' ? 'canAccessTask' : (stageNames[stage] ?? 'check');
-      // The item itself is not logged: URIs and task ids can be confidential.
-      logger.warn(`${hook} failed; the ${what} was left out of the acknowledgement`, { error });
-      // The host's error may quote the URI: telemetry gets its name and code only.
+      // Neither the item nor the error itself is logged: URIs and task ids can be confidential, and the
+      // host's error (its message, its stack) may quote them. The log and telemetry get its name and code.
+      const { name, code } = (typeof error === 'object' && error !== null ? error : {}) as {
+        name?: unknown;
+        code?: unknown;
+      };
+      logger.warn(`${hook} failed; the ${what} was left out of the acknowledgement`, {
+        errorName: name,
+        errorCode: code,
+      });
       if (checkErrorChannel.hasSubscribers) {
-        const { name, code } = (error ?? {}) as { name?: unknown; code?: unknown };
         checkErrorChannel.publish({ stage: hook, errorName: name, errorCode: code } satisfies CheckErrorMessage);
       }
     };

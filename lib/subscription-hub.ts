@@ -333,12 +333,14 @@ export class SubscriptionHub {
   stats(): HubStats {
     let queued = 0;
     for (const stream of this.streams) queued += stream.queued;
-    const openByPrincipal: Record<string, number> = {};
-    for (const stream of this.streams) openByPrincipal[stream.principal] = (openByPrincipal[stream.principal] ?? 0) + 1;
+    const byPrincipal = this.countByPrincipal();
+    let maxOpenPerPrincipal = 0;
+    for (const count of byPrincipal.values()) if (count > maxOpenPerPrincipal) maxOpenPerPrincipal = count;
     return {
       openStreams: this.streams.size,
       pendingStreams: this.pending,
-      openByPrincipal,
+      principals: byPrincipal.size,
+      maxOpenPerPrincipal,
       listening: {
         toolsListChanged: this.byList.tools_list_changed.size,
         promptsListChanged: this.byList.prompts_list_changed.size,
@@ -358,6 +360,20 @@ export class SubscriptionHub {
       maxSubscriptions: this.options.maxSubscriptions,
       maxBuffer: this.options.maxBuffer,
     };
+  }
+
+  /**
+   * Open streams per principal, by name: for operators only. Principal names are personal data, so
+   * {@link stats} (which hosts expose) carries counts only; do not serve this to clients.
+   */
+  openByPrincipal(): Record<string, number> {
+    return Object.fromEntries(this.countByPrincipal());
+  }
+
+  private countByPrincipal(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const stream of this.streams) counts.set(stream.principal, (counts.get(stream.principal) ?? 0) + 1);
+    return counts;
   }
 
   /**

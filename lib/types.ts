@@ -235,7 +235,13 @@ export interface HubStats {
   openStreams: number;
   /** Listen requests holding a slot while their URIs are being authorized. */
   pendingStreams: number;
-  openByPrincipal: Record<string, number>;
+  /**
+   * How many distinct principals hold open streams. Counts only: stats are meant to be exposed, so
+   * they carry no principal name, URI or task id (operators have `hub.openByPrincipal()`).
+   */
+  principals: number;
+  /** The most open streams one principal holds. */
+  maxOpenPerPrincipal: number;
   /** Open streams per honoured kind: how many want each list change, resource updates, task updates. */
   listening: {
     toolsListChanged: number;

@@ -570,15 +570,16 @@ describe('per-URI checks', () => {
       authorizeTimeoutMs: 1000,
       logger: listenLogger,
       canRead: (uri) => {
-        if (uri === 'note://secret/throws') throw new Error('database down');
-        if (uri === 'note://secret/rejects') return Promise.reject(new Error('database down'));
+        // Host errors quote the URI, as real ones do: the log must not pass them on.
+        if (uri === 'note://secret/throws') throw new Error(`database down reading ${uri}`);
+        if (uri === 'note://secret/rejects') return Promise.reject(new Error(`database down reading ${uri}`));
         if (uri === 'note://secret/hangs') return new Promise<boolean>(() => {});
         if (uri === 'note://secret/async-read-then-hook-throws') return Promise.resolve(true);
         return true;
       },
       handleSubscribeResource: (uri) => {
         if (uri === 'note://secret/hook-throws' || uri === 'note://secret/async-read-then-hook-throws') {
-          throw new Error('watcher down');
+          throw Object.assign(new Error(`watcher down for ${uri}`), { code: 'EWATCH' });
         }
         return true;
       },
@@ -607,13 +608,16 @@ describe('per-URI checks', () => {
     expect(res.text.includes('down')).toBe(false);
     expect(listenLogger.warns.length).toBe(5);
     expect(s.logger.warns.length).toBe(0); // the listen logger replaces the hub logger
-    const logged = JSON.stringify(
-      listenLogger.warns.map(([message, details]) => [message, String((details as { error: unknown }).error)]),
+    // Errors serialized with their message and stack, as a logger prints them.
+    const logged = JSON.stringify(listenLogger.warns, (_key, value: unknown) =>
+      value instanceof Error ? `${value.name}: ${value.message}\n${value.stack ?? ''}` : value,
     );
     expect(logged).not.toContain('note://'); // a failure shows what was logged
+    expect(logged).not.toContain('down');
     expect(logged).toMatch(/canRead/);
     expect(logged).toMatch(/handleSubscribeResource/);
-    expect(logged).toMatch(/longer than 1000 ms/);
+    expect(logged).toContain('EWATCH');
+    expect(logged).toContain('ERR_MCP_SUBSCRIPTIONS_CHECK_TIMEOUT');
     expect(failures.map((f) => (f as { stage: string }).stage).sort()).toStrictEqual([
       'canRead',
       'canRead',
