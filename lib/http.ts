@@ -6,7 +6,8 @@
  * public conventions, so every Node-based adapter (Express, Nest's Express platform) shares it.
  */
 import type { IncomingMessage } from 'node:http';
-import { ErrorCode, hasErrorCode, ProtocolError, type RefusalReason } from './errors.ts';
+import { describeValue, ErrorCode, hasErrorCode, ProtocolError, type RefusalReason } from './errors.ts';
+import { anonymousPrincipal, isAnonymous } from './principal.ts';
 import { CANCELLED_METHOD, echoableId, errorResponseJson, LISTEN_METHOD } from './protocol.ts';
 import type { HeaderBag, ListenHandler, NodeAdapterOptions, StreamResponse } from './types.ts';
 import { optionKeys } from './validate.ts';
@@ -192,7 +193,10 @@ export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
 export interface NodeServeOptions<Req extends NodeRequest> {
   /** The engine. */
   readonly handler: ListenHandler<Req>;
-  /** The caller's principal; `undefined` serves the caller as `anonymous`. */
+  /**
+   * The caller's principal; `undefined` (or `''`) for an anonymous caller, served under an identity
+   * of its own per request (see {@link resolvePrincipal}).
+   */
   readonly principalOf: (req: Req) => string | undefined;
   /** Largest body read when no body parser ran; a larger one is answered 413. */
   readonly maxBodyBytes: number;
@@ -200,7 +204,18 @@ export interface NodeServeOptions<Req extends NodeRequest> {
   readonly onListen?: (req: Req, body: unknown) => void;
 }
 
-const ANONYMOUS = 'anonymous';
+/**
+ * The principal a request is served as: the host's, or for an anonymous caller (`undefined`, `null`
+ * or `''`) a fresh identity of this request's own (lib/principal.ts), so that anonymous callers never
+ * share cancellation or task ownership. `undefined` when the host's `principal` returned something
+ * that is no principal (not a string, or one with a NUL character, which anonymous identities
+ * reserve): the host's mistake, refused rather than guessed at.
+ */
+export function resolvePrincipal(named: unknown): string | undefined {
+  if (named === undefined || named === null || named === '') return anonymousPrincipal();
+  if (typeof named !== 'string' || named.includes('\u0000')) return undefined;
+  return named;
+}
 
 function headerValue(value: string | readonly string[] | undefined): string | undefined {
   return typeof value === 'string' ? value : value?.[0];
@@ -251,9 +266,19 @@ export async function serveNodeRequest<Req extends NodeRequest>(
     if (!parsedBefore && body !== undefined) leaveParsedBody(req, body);
     return 'next';
   }
-  const principal = options.principalOf(req) ?? ANONYMOUS;
+  const named: unknown = options.principalOf(req);
+  const principal = resolvePrincipal(named);
+  if (principal === undefined) {
+    options.handler.options.logger.error(
+      `\`principal\` returned ${describeValue(named)}; expected a string without NUL characters, or undefined for an anonymous caller`,
+    );
+    writeProtocolError(res, new ProtocolError('internal', 'Internal error', { id: echoableId(body) }));
+    return 'served';
+  }
   if (route === 'cancelled') {
-    if (options.handler.cancel(principal, body)) {
+    // An anonymous caller cannot prove the stream is its own, so it cancels nothing here: it closes its
+    // listen response instead (HTTP cancellation). Its notification goes on to the host's MCP server.
+    if (!isAnonymous(principal) && options.handler.cancel(principal, body)) {
       res.writeHead(202, {});
       res.end();
       return 'served';

@@ -9,6 +9,7 @@ import { checkErrorChannel } from './diagnostics.ts';
 import { describeValue, hasErrorCode, ErrorCode, OptionsError, ProtocolError } from './errors.ts';
 import { SUPPORTED_PROTOCOL_VERSIONS } from './events.ts';
 import { negotiate, writeProtocolError } from './http.ts';
+import { isAnonymous } from './principal.ts';
 import {
   ackFrame,
   cancelledRequestId,
@@ -316,6 +317,8 @@ export function createListenHandler<Req = unknown>(
   }
 
   function cancel(principal: string, body: unknown): boolean {
+    // An anonymous identity is used by one request only: nothing else may cancel its stream.
+    if (isAnonymous(principal)) return false;
     const requestId = cancelledRequestId(body);
     return requestId !== undefined && hub.cancel(principal, requestId) > 0;
   }

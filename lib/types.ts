@@ -273,7 +273,11 @@ export interface HubStats {
 
 /** What the host's checks and hooks are told about the caller. */
 export interface CheckContext<Req = unknown> {
-  /** The caller's identity, as the adapter resolved it from the host's auth. */
+  /**
+   * The caller's identity, as the adapter resolved it from the host's auth. An anonymous caller's is
+   * an identity of its request's own, which starts with a NUL character and matches no principal
+   * your auth can name: grant it only what you grant everybody.
+   */
   readonly principal: string;
   /** The framework's request (Express `req`, …), for checks that need the host's own auth state. */
   readonly request: Req;
@@ -362,7 +366,11 @@ export interface NodeAdapterOptions<Req = unknown> {
   /**
    * Who the caller is, from the request your auth middleware or guard already authenticated. The
    * principal scopes per-principal limits, `notifications/cancelled` and task ownership, and is handed
-   * to your checks. Return `undefined` for an anonymous caller.
+   * to your checks. Return `undefined` for an anonymous caller: each anonymous listen is then served
+   * under an identity of its own, so that anonymous callers never cancel each other's streams nor
+   * share tasks, and all of them together count as one principal for `maxSubscriptionsPerPrincipal`.
+   * A string with a NUL character (reserved for those identities) or a value that is not a string is
+   * the host's mistake: the request is answered 500 and the mistake logged.
    * `req.auth.clientId` is never used by default: it names the OAuth client, shared by all its users
    * (return it here explicitly if your tokens identify a client only).
    * @default `req.auth` as the SDK's `requireBearerAuth` sets it (`extra.sub`, else `extra.principal`),
