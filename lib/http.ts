@@ -144,6 +144,40 @@ export function bodyTooLarge(limit: number): ProtocolError {
   return new ProtocolError('body-too-large', `Request body exceeds ${limit} bytes`);
 }
 
+/**
+ * Answers a body over the limit with 413 and `Connection: close`, reading none of the rest: the
+ * socket stops reading at once, the answer is written, then the connection is half-closed (our FIN
+ * after the answer) and destroyed {@link OVERSIZED_BODY_LINGER_MS} later. Destroying it as soon as
+ * the answer is flushed would reset the connection (the unread body is still in the kernel), and at
+ * a client still sending, that reset discards the 413 before it is read. Meanwhile the unread body
+ * only fills the socket's buffers: TCP flow control stops the sender.
+ */
+export function refuseOversizedBody(req: IncomingMessage, res: StreamResponse, error: ProtocolError): void {
+  const socket = req.socket;
+  socket.pause();
+  // A body nobody started reading is dumped by Node's server once the answer is sent (read to its end,
+  // discarded); a paused one that has started is not, and buffers at most its highWaterMark.
+  if (req.readableFlowing === null) {
+    req.resume();
+    req.pause();
+  }
+  // Node's server destroys a `Connection: close` socket right after the answer is flushed
+  // (`socket.destroySoon()`): on this socket, half-close and linger instead.
+  Object.defineProperty(socket, 'destroySoon', {
+    configurable: true,
+    value: () => {
+      socket.end();
+      const timer = setTimeout(() => socket.destroy(), OVERSIZED_BODY_LINGER_MS);
+      timer.unref();
+      socket.once('close', () => clearTimeout(timer));
+    },
+  });
+  writeProtocolError(res, error);
+}
+
+/** How long a connection refused for its body size stays half-closed before it is destroyed. */
+const OVERSIZED_BODY_LINGER_MS = 1000;
+
 /** Reads the request stream, at most `limit` bytes; rejects with {@link bodyTooLarge} beyond. */
 export function readRequestBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
@@ -162,8 +196,9 @@ export function readRequestBody(req: IncomingMessage, limit: number): Promise<Bu
       size += chunk.length;
       if (size > limit) {
         cleanup();
-        // Drain the rest so the 413 can still be written on this socket.
-        req.resume();
+        // Not another byte is read: the caller answers 413 and closes the connection
+        // (refuseOversizedBody), rather than draining a body of any size.
+        req.pause();
         reject(bodyTooLarge(limit));
         return;
       }
@@ -248,7 +283,7 @@ export async function serveNodeRequest<Req extends NodeRequest>(
       rawBody = await readRequestBody(req, options.maxBodyBytes);
     } catch (error) {
       if (!hasErrorCode(error, ErrorCode.Protocol)) throw error;
-      writeProtocolError(res, error as ProtocolError);
+      refuseOversizedBody(req, res, error as ProtocolError);
       return 'served';
     }
     try {
