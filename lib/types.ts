@@ -282,8 +282,11 @@ export interface CheckContext<Req = unknown> {
   /** The framework's request (Express `req`, …), for checks that need the host's own auth state. */
   readonly request: Req;
   /**
-   * Aborted when the client goes away before its stream opens: pass it to your database calls so
-   * that an abandoned listen stops costing. (A check that times out is abandoned, not stopped.)
+   * Aborted when this check is abandoned: it took longer than `authorizeTimeoutMs` (the reason is a
+   * `CheckTimeoutError`), the listen's checks together passed `authorizeDeadlineMs` (an
+   * `AuthorizeDeadlineError`), or the client went away before its stream opened. Pass it to your
+   * database calls so that an abandoned check stops costing. Read it during the call (a later call
+   * may be handed the same context once yours returned synchronously).
    */
   readonly signal: AbortSignal;
 }
@@ -330,10 +333,25 @@ export interface ListenHandlerOptions<Req = unknown> {
   readonly authorizeConcurrency?: number;
   /**
    * How long one check may take before its item is dropped, in milliseconds (1 to 2147483647), or
-   * `false` for no limit.
+   * `false` for no limit. The check's `signal` aborts when it runs out.
    * @default 5000
    */
   readonly authorizeTimeoutMs?: number | false;
+  /**
+   * How long all the checks of one listen request may take together, in milliseconds (1 to
+   * 2147483647), or `false` for no limit. When it passes, the items not decided yet are left out,
+   * the signals of the checks in flight abort, and the stream opens with what passed: a request
+   * naming many slow URIs cannot hold its slot for minutes.
+   * @default 10000
+   */
+  readonly authorizeDeadlineMs?: number | false;
+  /**
+   * Host checks in flight at once over every listen request this engine serves (one per mounted
+   * route: in practice, per process), a positive integer: a burst of listens cannot flood your
+   * database. A check holds its place until it settles or times out; the others wait their turn.
+   * @default 256
+   */
+  readonly maxChecksInFlight?: number;
   /** Protocol revisions served: a non-empty array of strings. @default ['2026-07-28'] */
   readonly protocolVersions?: readonly string[];
   /** Stamped on the terminal result's `_meta` as `io.modelcontextprotocol/serverInfo`. @default none */
@@ -353,6 +371,8 @@ export interface ResolvedListenOptions<Req = unknown> {
   readonly maxFilterEntries: number;
   readonly authorizeConcurrency: number;
   readonly authorizeTimeoutMs: number | false;
+  readonly authorizeDeadlineMs: number | false;
+  readonly maxChecksInFlight: number;
   readonly protocolVersions: readonly string[];
   readonly serverInfo: ListenHandlerOptions['serverInfo'];
   readonly logger: Logger;
