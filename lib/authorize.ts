@@ -1,26 +1,97 @@
 /**
  * Runs the host's per-item checks (read check, then subscribe hook) over a listen request's URIs or
- * task ids, concurrently with a bound.
+ * task ids, concurrently with a bound per request and a bound per engine.
  *
  * Fail closed: an item is kept only when every check returns exactly `true`. A check that throws,
  * rejects or times out drops the item; the error goes to `onError` for the operator and never to the
- * client (spec §2: a refused URI looks exactly like one never asked for).
+ * client (spec §2: a refused URI looks exactly like one never asked for). When the run's signal
+ * aborts (the client left, or the listen's deadline passed), no item starts any more, the items in
+ * flight are abandoned (their checks' signals abort) and the items that passed so far are returned.
  */
 import { CheckTimeoutError } from './errors.ts';
+import type { CheckContext } from './types.ts';
 
 /** A host check of one item; may be sync or async. Only `true` admits the item. */
-export type ItemCheck<C> = (item: string, context: C) => boolean | PromiseLike<boolean>;
+export type ItemCheck<Req> = (item: string, context: CheckContext<Req>) => boolean | PromiseLike<boolean>;
+
+/**
+ * Bounds the host checks in flight across every listen request of one engine: a check holds a
+ * permit from its call until it settles or times out (an abandoned check the host keeps running is
+ * told so by its signal). A sync check takes and gives back its permit within its call.
+ */
+export class CheckSemaphore {
+  private inFlight = 0;
+  private readonly waiting: (() => void)[] = [];
+
+  constructor(readonly max: number) {}
+
+  /** Takes a permit when one is free. */
+  tryAcquire(): boolean {
+    if (this.inFlight >= this.max) return false;
+    this.inFlight++;
+    return true;
+  }
+
+  /** Resolves once a permit is handed over (first come, first served). */
+  acquire(): Promise<void> {
+    return new Promise((resolve) => this.waiting.push(resolve));
+  }
+
+  /** Gives a permit back, to the longest waiter if any. */
+  release(): void {
+    const next = this.waiting.shift();
+    if (next !== undefined) next();
+    else this.inFlight--;
+  }
+
+  /** Checks holding a permit now. */
+  get active(): number {
+    return this.inFlight;
+  }
+}
+
+/**
+ * What one check call is told. `signal` is made on first read only (a sync check that never reads
+ * it costs no allocation), and aborts when the run's signal aborts (the client left, the deadline
+ * passed) or when this call itself times out. A context is reused by the next call as long as the
+ * calls return synchronously: a check that returned a promise keeps its own.
+ */
+class CallContext<Req> implements CheckContext<Req> {
+  private own: AbortController | undefined;
+  private linked: AbortSignal | undefined;
+
+  constructor(
+    readonly principal: string,
+    readonly request: Req,
+    private readonly run: AbortSignal,
+  ) {}
+
+  get signal(): AbortSignal {
+    if (this.linked === undefined) {
+      this.own = new AbortController();
+      this.linked = AbortSignal.any([this.run, this.own.signal]);
+    }
+    return this.linked;
+  }
+
+  /** This call timed out: its signal aborts with `reason`. */
+  timedOut(reason: unknown): void {
+    this.own?.abort(reason);
+  }
+}
 
 /** How a batch of checks runs. */
 export interface AuthorizeRun {
-  /** How many items may be in flight at once (a bound on the host's database load). */
+  /** How many items of this request may be in flight at once (a bound on the host's database load). */
   readonly concurrency: number;
   /** How long one check may take before its item is dropped, or `false` for no limit. */
   readonly timeoutMs: number | false;
-  /** Told about every check that threw, rejected or timed out. `stage` is the check's index. */
+  /** Told about every check that threw, rejected or timed out while the run lasted. `stage` is the check's index. */
   readonly onError: (error: unknown, stage: number) => void;
-  /** Stops starting new items once aborted (the client went away). */
-  readonly signal?: AbortSignal;
+  /** Ends the run: aborted when the client goes away or the listen's authorization deadline passes. */
+  readonly signal: AbortSignal;
+  /** The engine-wide bound on checks in flight. */
+  readonly semaphore: CheckSemaphore;
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
@@ -31,72 +102,124 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
   );
 }
 
-function withTimeout<T>(pending: PromiseLike<T>, timeoutMs: number | false): Promise<T> {
-  if (timeoutMs === false) return Promise.resolve(pending);
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new CheckTimeoutError(timeoutMs)), timeoutMs);
-  });
-  return Promise.race([pending, timeout]).finally(() => clearTimeout(timer));
-}
-
 /**
- * The items that pass every check, in request order. Sync checks run without a microtask per item,
- * so a thousand URIs through plain functions cost a thousand calls, not a thousand awaits.
+ * The items that pass every check, in request order. Sync checks run without a microtask or an
+ * allocation per item, so a thousand URIs through plain functions cost a thousand calls.
  */
-export async function authorizeEach<C>(
+export async function authorizeEach<Req>(
   items: readonly string[],
-  checks: readonly ItemCheck<C>[],
-  context: C,
+  checks: readonly ItemCheck<Req>[],
+  base: { readonly principal: string; readonly request: Req },
   run: AuthorizeRun,
 ): Promise<string[]> {
+  const { signal, semaphore, timeoutMs } = run;
   const admitted = new Uint8Array(items.length);
+  let ended = false;
+  let spare: CallContext<Req> | undefined;
 
-  const finishAsync = async (pending: PromiseLike<boolean>, item: string, stage: number): Promise<boolean> => {
-    for (let c = stage; c < checks.length; c++) {
-      try {
-        const result = c === stage ? await withTimeout(pending, run.timeoutMs) : await runCheck(c, item);
-        if (result !== true) return false;
-      } catch (error) {
-        run.onError(error, c);
-        return false;
+  /** Waits for an async check, within its timeout; gives its permit back when it settles or times out. */
+  const settle = (pending: PromiseLike<boolean>, context: CallContext<Req>, stage: number): Promise<boolean> =>
+    new Promise<boolean>((resolve) => {
+      let open = true;
+      let timer: NodeJS.Timeout | undefined;
+      const finish = (verdict: boolean, failed: boolean, error?: unknown): void => {
+        if (!open) return;
+        open = false;
+        if (timer !== undefined) clearTimeout(timer);
+        semaphore.release();
+        // After the run ended (deadline, client gone) a late failure is nobody's concern.
+        if (failed && !ended) run.onError(error, stage);
+        resolve(verdict);
+      };
+      if (timeoutMs !== false) {
+        timer = setTimeout(() => {
+          const error = new CheckTimeoutError(timeoutMs);
+          context.timedOut(error);
+          finish(false, true, error);
+        }, timeoutMs);
       }
+      pending.then(
+        (result) => finish(result === true, false),
+        (error: unknown) => finish(false, true, error),
+      );
+    });
+
+  /** Calls check `stage` on `item` holding a permit: a boolean when it answered synchronously. */
+  const call = (stage: number, item: string): boolean | Promise<boolean> => {
+    const context = (spare ??= new CallContext(base.principal, base.request, signal));
+    let result: boolean | PromiseLike<boolean>;
+    try {
+      result = (checks[stage] as ItemCheck<Req>)(item, context);
+    } catch (error) {
+      semaphore.release();
+      run.onError(error, stage);
+      return false;
+    }
+    if (!isThenable(result)) {
+      semaphore.release();
+      return result === true;
+    }
+    // This call keeps its context (it may read its signal later): the next call gets a fresh one.
+    spare = undefined;
+    return settle(result, context, stage);
+  };
+
+  const passes = async (item: string, from: number): Promise<boolean> => {
+    for (let stage = from; stage < checks.length; stage++) {
+      if (!semaphore.tryAcquire()) {
+        await semaphore.acquire();
+        if (signal.aborted) {
+          semaphore.release();
+          return false;
+        }
+      }
+      const verdict = call(stage, item);
+      if (!(typeof verdict === 'boolean' ? verdict : await verdict)) return false;
     }
     return true;
   };
 
-  const runCheck = (c: number, item: string): Promise<boolean> | boolean => {
-    const result = (checks[c] as ItemCheck<C>)(item, context);
-    return isThenable(result) ? withTimeout(result, run.timeoutMs) : result;
-  };
-
-  const passes = (item: string): boolean | Promise<boolean> => {
-    for (let c = 0; c < checks.length; c++) {
-      let result: boolean | PromiseLike<boolean>;
-      try {
-        result = (checks[c] as ItemCheck<C>)(item, context);
-      } catch (error) {
-        run.onError(error, c);
-        return false;
+  /** One item, synchronously as long as its checks answer synchronously and permits are free. */
+  const check = (item: string): boolean | Promise<boolean> => {
+    for (let stage = 0; stage < checks.length; stage++) {
+      if (!semaphore.tryAcquire()) return passes(item, stage);
+      const verdict = call(stage, item);
+      if (typeof verdict !== 'boolean') {
+        return stage + 1 < checks.length
+          ? verdict.then((ok) => (ok && !signal.aborted ? passes(item, stage + 1) : false))
+          : verdict;
       }
-      if (isThenable(result)) return finishAsync(result, item, c);
-      if (result !== true) return false;
+      if (!verdict) return false;
     }
     return true;
   };
 
   let next = 0;
   const worker = async (): Promise<void> => {
-    while (next < items.length && run.signal?.aborted !== true) {
+    while (next < items.length && !signal.aborted) {
       const index = next++;
-      const verdict = passes(items[index] as string);
-      admitted[index] = (typeof verdict === 'boolean' ? verdict : await verdict) ? 1 : 0;
+      const verdict = check(items[index] as string);
+      const ok = typeof verdict === 'boolean' ? verdict : await verdict;
+      if (ok && !ended) admitted[index] = 1;
     }
   };
 
   const workers: Promise<void>[] = [];
   for (let w = 0; w < Math.min(run.concurrency, items.length); w++) workers.push(worker());
-  await Promise.all(workers);
+  const all = Promise.all(workers);
+  if (!signal.aborted) {
+    // The run ends when every item is decided, or as soon as its signal aborts: a check in flight
+    // then no longer holds the listen up.
+    await new Promise<void>((resolve) => {
+      const onAbort = (): void => resolve();
+      signal.addEventListener('abort', onAbort, { once: true });
+      void all.then(() => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      });
+    });
+  }
+  ended = true;
 
   const kept: string[] = [];
   for (let i = 0; i < items.length; i++) if (admitted[i] === 1) kept.push(items[i] as string);

@@ -84,6 +84,11 @@ export const ErrorCode = Object.freeze({
   Protocol: 'ERR_MCP_SUBSCRIPTIONS_PROTOCOL',
   /** A host check took longer than `authorizeTimeoutMs`; its item was left out: `CheckTimeoutError`. */
   CheckTimeout: 'ERR_MCP_SUBSCRIPTIONS_CHECK_TIMEOUT',
+  /**
+   * A listen's checks together took longer than `authorizeDeadlineMs`; the items not decided by then
+   * were left out: `AuthorizeDeadlineError`, the reason of the checks' aborted signals.
+   */
+  AuthorizeDeadline: 'ERR_MCP_SUBSCRIPTIONS_AUTHORIZE_DEADLINE',
   /** An engine invariant was broken (a reservation opened twice): a bug in an adapter. */
   Internal: 'ERR_MCP_SUBSCRIPTIONS_INTERNAL',
 });
@@ -124,6 +129,19 @@ export class EventError extends McpSubscriptionsError {
 export class CheckTimeoutError extends McpSubscriptionsError {
   constructor(timeoutMs: number) {
     super(ErrorCode.CheckTimeout, `mcp-subscriptions: an authorization check took longer than ${timeoutMs} ms`);
+  }
+}
+
+/**
+ * A listen request's checks together took longer than `authorizeDeadlineMs`. Never thrown into host
+ * code: it is the reason of the aborted `signal` the checks still in flight were handed.
+ */
+export class AuthorizeDeadlineError extends McpSubscriptionsError {
+  constructor(deadlineMs: number) {
+    super(
+      ErrorCode.AuthorizeDeadline,
+      `mcp-subscriptions: the authorization of a listen request took longer than ${deadlineMs} ms`,
+    );
   }
 }
 

@@ -6,7 +6,8 @@
  * public conventions, so every Node-based adapter (Express, Nest's Express platform) shares it.
  */
 import type { IncomingMessage } from 'node:http';
-import { ErrorCode, hasErrorCode, ProtocolError, type RefusalReason } from './errors.ts';
+import { describeValue, ErrorCode, hasErrorCode, ProtocolError, type RefusalReason } from './errors.ts';
+import { anonymousPrincipal, isAnonymous } from './principal.ts';
 import { CANCELLED_METHOD, echoableId, errorResponseJson, LISTEN_METHOD } from './protocol.ts';
 import type { HeaderBag, ListenHandler, NodeAdapterOptions, StreamResponse } from './types.ts';
 import { optionKeys } from './validate.ts';
@@ -106,13 +107,18 @@ function stringField(value: unknown, ...names: string[]): string | undefined {
 
 /**
  * The default principal: `req.auth` as the SDK's `requireBearerAuth` sets it (`extra.sub`, else
- * `extra.principal`, else `clientId`), else `req.user` as Passport sets it (a string, or its `id`,
- * `sub` or `username`). `undefined` for an anonymous caller.
+ * `extra.principal`), else `req.user` as Passport sets it (a string, or its `id`, `sub` or
+ * `username`). `undefined` for an anonymous caller.
+ *
+ * `req.auth.clientId` is deliberately not a fallback: it names the OAuth client (an app), not the
+ * user, so every user of one client would share one principal, and with it their streams'
+ * cancellation, task ownership and per-principal limit. A host whose tokens identify a client only
+ * says so with the `principal` option.
  */
 export function defaultPrincipal(req: { readonly auth?: unknown; readonly user?: unknown }): string | undefined {
   const { auth, user } = req;
   if (auth !== undefined && auth !== null) {
-    return stringField((auth as { extra?: unknown }).extra, 'sub', 'principal') ?? stringField(auth, 'clientId');
+    return stringField((auth as { extra?: unknown }).extra, 'sub', 'principal');
   }
   if (typeof user === 'string' && user !== '') return user;
   return stringField(user, 'id', 'sub', 'username');
@@ -138,6 +144,40 @@ export function bodyTooLarge(limit: number): ProtocolError {
   return new ProtocolError('body-too-large', `Request body exceeds ${limit} bytes`);
 }
 
+/**
+ * Answers a body over the limit with 413 and `Connection: close`, reading none of the rest: the
+ * socket stops reading at once, the answer is written, then the connection is half-closed (our FIN
+ * after the answer) and destroyed {@link OVERSIZED_BODY_LINGER_MS} later. Destroying it as soon as
+ * the answer is flushed would reset the connection (the unread body is still in the kernel), and at
+ * a client still sending, that reset discards the 413 before it is read. Meanwhile the unread body
+ * only fills the socket's buffers: TCP flow control stops the sender.
+ */
+export function refuseOversizedBody(req: IncomingMessage, res: StreamResponse, error: ProtocolError): void {
+  const socket = req.socket;
+  socket.pause();
+  // A body nobody started reading is dumped by Node's server once the answer is sent (read to its end,
+  // discarded); a paused one that has started is not, and buffers at most its highWaterMark.
+  if (req.readableFlowing === null) {
+    req.resume();
+    req.pause();
+  }
+  // Node's server destroys a `Connection: close` socket right after the answer is flushed
+  // (`socket.destroySoon()`): on this socket, half-close and linger instead.
+  Object.defineProperty(socket, 'destroySoon', {
+    configurable: true,
+    value: () => {
+      socket.end();
+      const timer = setTimeout(() => socket.destroy(), OVERSIZED_BODY_LINGER_MS);
+      timer.unref();
+      socket.once('close', () => clearTimeout(timer));
+    },
+  });
+  writeProtocolError(res, error);
+}
+
+/** How long a connection refused for its body size stays half-closed before it is destroyed. */
+const OVERSIZED_BODY_LINGER_MS = 1000;
+
 /** Reads the request stream, at most `limit` bytes; rejects with {@link bodyTooLarge} beyond. */
 export function readRequestBody(req: IncomingMessage, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
@@ -156,8 +196,9 @@ export function readRequestBody(req: IncomingMessage, limit: number): Promise<Bu
       size += chunk.length;
       if (size > limit) {
         cleanup();
-        // Drain the rest so the 413 can still be written on this socket.
-        req.resume();
+        // Not another byte is read: the caller answers 413 and closes the connection
+        // (refuseOversizedBody), rather than draining a body of any size.
+        req.pause();
         reject(bodyTooLarge(limit));
         return;
       }
@@ -187,7 +228,10 @@ export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
 export interface NodeServeOptions<Req extends NodeRequest> {
   /** The engine. */
   readonly handler: ListenHandler<Req>;
-  /** The caller's principal; `undefined` serves the caller as `anonymous`. */
+  /**
+   * The caller's principal; `undefined` (or `''`) for an anonymous caller, served under an identity
+   * of its own per request (see {@link resolvePrincipal}).
+   */
   readonly principalOf: (req: Req) => string | undefined;
   /** Largest body read when no body parser ran; a larger one is answered 413. */
   readonly maxBodyBytes: number;
@@ -195,7 +239,18 @@ export interface NodeServeOptions<Req extends NodeRequest> {
   readonly onListen?: (req: Req, body: unknown) => void;
 }
 
-const ANONYMOUS = 'anonymous';
+/**
+ * The principal a request is served as: the host's, or for an anonymous caller (`undefined`, `null`
+ * or `''`) a fresh identity of this request's own (lib/principal.ts), so that anonymous callers never
+ * share cancellation or task ownership. `undefined` when the host's `principal` returned something
+ * that is no principal (not a string, or one with a NUL character, which anonymous identities
+ * reserve): the host's mistake, refused rather than guessed at.
+ */
+export function resolvePrincipal(named: unknown): string | undefined {
+  if (named === undefined || named === null || named === '') return anonymousPrincipal();
+  if (typeof named !== 'string' || named.includes('\u0000')) return undefined;
+  return named;
+}
 
 function headerValue(value: string | readonly string[] | undefined): string | undefined {
   return typeof value === 'string' ? value : value?.[0];
@@ -228,7 +283,7 @@ export async function serveNodeRequest<Req extends NodeRequest>(
       rawBody = await readRequestBody(req, options.maxBodyBytes);
     } catch (error) {
       if (!hasErrorCode(error, ErrorCode.Protocol)) throw error;
-      writeProtocolError(res, error as ProtocolError);
+      refuseOversizedBody(req, res, error as ProtocolError);
       return 'served';
     }
     try {
@@ -246,9 +301,19 @@ export async function serveNodeRequest<Req extends NodeRequest>(
     if (!parsedBefore && body !== undefined) leaveParsedBody(req, body);
     return 'next';
   }
-  const principal = options.principalOf(req) ?? ANONYMOUS;
+  const named: unknown = options.principalOf(req);
+  const principal = resolvePrincipal(named);
+  if (principal === undefined) {
+    options.handler.options.logger.error(
+      `\`principal\` returned ${describeValue(named)}; expected a string without NUL characters, or undefined for an anonymous caller`,
+    );
+    writeProtocolError(res, new ProtocolError('internal', 'Internal error', { id: echoableId(body) }));
+    return 'served';
+  }
   if (route === 'cancelled') {
-    if (options.handler.cancel(principal, body)) {
+    // An anonymous caller cannot prove the stream is its own, so it cancels nothing here: it closes its
+    // listen response instead (HTTP cancellation). Its notification goes on to the host's MCP server.
+    if (!isAnonymous(principal) && options.handler.cancel(principal, body)) {
       res.writeHead(202, {});
       res.end();
       return 'served';

@@ -3,12 +3,20 @@
  * stream, acknowledge, register with the hub. Adapters call {@link createListenHandler} once and hand
  * each request's body, headers, principal and raw response to it; lib/http.ts is its HTTP face.
  */
-import { authorizeEach, type ItemCheck } from './authorize.ts';
+import { authorizeEach, CheckSemaphore, type ItemCheck } from './authorize.ts';
 import { defineCapabilities } from './capabilities.ts';
 import { checkErrorChannel } from './diagnostics.ts';
-import { describeValue, hasErrorCode, ErrorCode, OptionsError, ProtocolError } from './errors.ts';
+import {
+  AuthorizeDeadlineError,
+  describeValue,
+  hasErrorCode,
+  ErrorCode,
+  OptionsError,
+  ProtocolError,
+} from './errors.ts';
 import { SUPPORTED_PROTOCOL_VERSIONS } from './events.ts';
 import { negotiate, writeProtocolError } from './http.ts';
+import { isAnonymous } from './principal.ts';
 import {
   ackFrame,
   cancelledRequestId,
@@ -20,7 +28,6 @@ import {
 } from './protocol.ts';
 import { HUB_OPTION_KEYS, type SubscriptionHub } from './subscription-hub.ts';
 import type {
-  CheckContext,
   CheckErrorMessage,
   ListenHandler,
   ListenHandlerOptions,
@@ -52,6 +59,8 @@ export const LISTEN_OPTION_KEYS = optionKeys<ListenHandlerOptions>({
   maxFilterEntries: true,
   authorizeConcurrency: true,
   authorizeTimeoutMs: true,
+  authorizeDeadlineMs: true,
+  maxChecksInFlight: true,
   protocolVersions: true,
   serverInfo: true,
   logger: true,
@@ -155,6 +164,8 @@ export function checkListenOptions<Req>(
     maxFilterEntries: positiveInteger('maxFilterEntries', given(options.maxFilterEntries, 1000)),
     authorizeConcurrency: positiveInteger('authorizeConcurrency', given(options.authorizeConcurrency, 16)),
     authorizeTimeoutMs: durationOrFalse('authorizeTimeoutMs', given(options.authorizeTimeoutMs, 5000)),
+    authorizeDeadlineMs: durationOrFalse('authorizeDeadlineMs', given(options.authorizeDeadlineMs, 10_000)),
+    maxChecksInFlight: positiveInteger('maxChecksInFlight', given(options.maxChecksInFlight, 256)),
     protocolVersions: Object.freeze([...(protocolVersions as readonly string[])]),
     serverInfo: options.serverInfo,
   };
@@ -197,28 +208,40 @@ export function createListenHandler<Req = unknown>(
     maxFilterEntries: resolved.maxFilterEntries,
     tasksEnabled: capabilities.tasks,
   };
-  const uriChecks: ItemCheck<CheckContext<Req>>[] = [];
+  // One bound for every listen this engine serves: a burst of listens cannot flood the host's database.
+  const semaphore = new CheckSemaphore(resolved.maxChecksInFlight);
+  const uriChecks: ItemCheck<Req>[] = [];
   if (resolved.canRead) uriChecks.push(resolved.canRead);
   if (resolved.handleSubscribeResource) uriChecks.push(resolved.handleSubscribeResource);
-  const taskChecks: ItemCheck<CheckContext<Req>>[] = resolved.canAccessTask ? [resolved.canAccessTask] : [];
+  const taskChecks: ItemCheck<Req>[] = resolved.canAccessTask ? [resolved.canAccessTask] : [];
   const stageNames = ['canRead', 'handleSubscribeResource'];
 
   const onCheckError =
     (what: 'resource' | 'task') =>
     (error: unknown, stage: number): void => {
       const hook = what === 'task' ? 'canAccessTask' : (stageNames[stage] ?? 'check');
-      // The item itself is not logged: URIs and task ids can be confidential.
-      logger.warn(`${hook} failed; the ${what} was left out of the acknowledgement`, { error });
-      // The host's error may quote the URI: telemetry gets its name and code only.
+      // Neither the item nor the error itself is logged: URIs and task ids can be confidential, and the
+      // host's error (its message, its stack) may quote them. The log and telemetry get its name and code.
+      const { name, code } = (typeof error === 'object' && error !== null ? error : {}) as {
+        name?: unknown;
+        code?: unknown;
+      };
+      logger.warn(`${hook} failed; the ${what} was left out of the acknowledgement`, {
+        errorName: name,
+        errorCode: code,
+      });
       if (checkErrorChannel.hasSubscribers) {
-        const { name, code } = (error ?? {}) as { name?: unknown; code?: unknown };
         checkErrorChannel.publish({ stage: hook, errorName: name, errorCode: code } satisfies CheckErrorMessage);
       }
     };
   const onResourceError = onCheckError('resource');
   const onTaskError = onCheckError('task');
 
-  async function narrow(requested: NotificationFilter, context: CheckContext<Req>): Promise<NotificationFilter> {
+  async function narrow(
+    requested: NotificationFilter,
+    context: { readonly principal: string; readonly request: Req },
+    signal: AbortSignal,
+  ): Promise<NotificationFilter> {
     const honored: { -readonly [K in keyof NotificationFilter]: NotificationFilter[K] } = {};
     if (requested.toolsListChanged && capabilities.toolsListChanged) honored.toolsListChanged = true;
     if (requested.promptsListChanged && capabilities.promptsListChanged) honored.promptsListChanged = true;
@@ -226,7 +249,8 @@ export function createListenHandler<Req = unknown>(
     const run = {
       concurrency: resolved.authorizeConcurrency,
       timeoutMs: resolved.authorizeTimeoutMs,
-      signal: context.signal,
+      signal,
+      semaphore,
     };
     const [uris, taskIds] = await Promise.all([
       requested.resourceSubscriptions && capabilities.resourceSubscriptions
@@ -268,23 +292,39 @@ export function createListenHandler<Req = unknown>(
       return;
     }
 
-    // The client may leave while its URIs are being checked: stop checking and give the slot back.
-    const gone = new AbortController();
-    const onGone = (): void => gone.abort();
+    // The checks end when the client leaves (stop checking and give the slot back) or when the
+    // deadline passes (open with what passed): either way the checks in flight are told so.
+    const stop = new AbortController();
+    let gone = false;
+    const onGone = (): void => {
+      gone = true;
+      stop.abort();
+    };
     res.once('close', onGone);
+    const { authorizeDeadlineMs } = resolved;
+    const deadline =
+      authorizeDeadlineMs === false || (request.filter.resourceSubscriptions ?? request.filter.taskIds) === undefined
+        ? undefined
+        : setTimeout(() => stop.abort(new AuthorizeDeadlineError(authorizeDeadlineMs)), authorizeDeadlineMs);
     let honored: NotificationFilter;
     try {
-      honored = await narrow(request.filter, { principal, request: input.request, signal: gone.signal });
+      honored = await narrow(request.filter, { principal, request: input.request }, stop.signal);
     } catch (error) {
       reservation.release();
-      res.removeListener('close', onGone);
       fail(res, error, request.id);
       return;
+    } finally {
+      clearTimeout(deadline);
+      res.removeListener('close', onGone);
     }
-    res.removeListener('close', onGone);
-    if (gone.signal.aborted || res.destroyed) {
+    if (gone || res.destroyed) {
       reservation.release();
       return;
+    }
+    if (stop.signal.aborted) {
+      logger.warn(
+        `authorization took longer than authorizeDeadlineMs (${String(authorizeDeadlineMs)} ms); the items not checked by then were left out of the acknowledgement`,
+      );
     }
     const idJson = JSON.stringify(request.id);
     try {
@@ -310,6 +350,8 @@ export function createListenHandler<Req = unknown>(
   }
 
   function cancel(principal: string, body: unknown): boolean {
+    // An anonymous identity is used by one request only: nothing else may cancel its stream.
+    if (isAnonymous(principal)) return false;
     const requestId = cancelledRequestId(body);
     return requestId !== undefined && hub.cancel(principal, requestId) > 0;
   }

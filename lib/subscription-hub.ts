@@ -20,6 +20,7 @@ import {
   SUBSCRIPTION_LIMIT_MESSAGE,
 } from './errors.ts';
 import { ListenStream, type StreamCounters } from './listen-stream.ts';
+import { ANONYMOUS_GROUP, quotaKey } from './principal.ts';
 import { eventFrame, validateEvent } from './protocol.ts';
 import { OVERFLOW_POLICIES } from './stream-queue.ts';
 import type {
@@ -264,7 +265,9 @@ export class SubscriptionHub {
    */
   reserve(principal: string, id: RequestId | null = null): Reservation {
     const { maxSubscriptions, maxSubscriptionsPerPrincipal, retryAfterSeconds } = this.options;
-    const mine = this.perPrincipal.get(principal) ?? 0;
+    // Anonymous callers are counted as one principal: each has an identity of its own (lib/principal.ts).
+    const quota = quotaKey(principal);
+    const mine = this.perPrincipal.get(quota) ?? 0;
     if (this.closing) {
       this.refused++;
       throw this.shuttingDown(id);
@@ -277,7 +280,7 @@ export class SubscriptionHub {
       throw new ProtocolError('capacity', SUBSCRIPTION_LIMIT_MESSAGE, { id, retryAfterSeconds });
     }
     this.pending++;
-    this.perPrincipal.set(principal, mine + 1);
+    this.perPrincipal.set(quota, mine + 1);
     let held = true;
     const release = (): void => {
       if (!held) return;
@@ -333,12 +336,14 @@ export class SubscriptionHub {
   stats(): HubStats {
     let queued = 0;
     for (const stream of this.streams) queued += stream.queued;
-    const openByPrincipal: Record<string, number> = {};
-    for (const stream of this.streams) openByPrincipal[stream.principal] = (openByPrincipal[stream.principal] ?? 0) + 1;
+    const byPrincipal = this.countByPrincipal();
+    let maxOpenPerPrincipal = 0;
+    for (const count of byPrincipal.values()) if (count > maxOpenPerPrincipal) maxOpenPerPrincipal = count;
     return {
       openStreams: this.streams.size,
       pendingStreams: this.pending,
-      openByPrincipal,
+      principals: byPrincipal.size,
+      maxOpenPerPrincipal,
       listening: {
         toolsListChanged: this.byList.tools_list_changed.size,
         promptsListChanged: this.byList.prompts_list_changed.size,
@@ -358,6 +363,27 @@ export class SubscriptionHub {
       maxSubscriptions: this.options.maxSubscriptions,
       maxBuffer: this.options.maxBuffer,
     };
+  }
+
+  /**
+   * Open streams per principal, by name: for operators only. Principal names are personal data, so
+   * {@link stats} (which hosts expose) carries counts only; do not serve this to clients. Anonymous
+   * streams are not listed (they are `openStreams` minus the sum).
+   */
+  openByPrincipal(): Record<string, number> {
+    const counts = this.countByPrincipal();
+    counts.delete(ANONYMOUS_GROUP);
+    return Object.fromEntries(counts);
+  }
+
+  /** Open streams per principal, anonymous ones as one. */
+  private countByPrincipal(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const stream of this.streams) {
+      const key = quotaKey(stream.principal);
+      counts.set(key, (counts.get(key) ?? 0) + 1);
+    }
+    return counts;
   }
 
   /**
@@ -511,9 +537,10 @@ export class SubscriptionHub {
   };
 
   private decrementPrincipal(principal: string): void {
-    const count = (this.perPrincipal.get(principal) ?? 1) - 1;
-    if (count <= 0) this.perPrincipal.delete(principal);
-    else this.perPrincipal.set(principal, count);
+    const quota = quotaKey(principal);
+    const count = (this.perPrincipal.get(quota) ?? 1) - 1;
+    if (count <= 0) this.perPrincipal.delete(quota);
+    else this.perPrincipal.set(quota, count);
   }
 
   /** Delivers a valid event to this node's streams: the hot path. */

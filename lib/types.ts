@@ -235,7 +235,13 @@ export interface HubStats {
   openStreams: number;
   /** Listen requests holding a slot while their URIs are being authorized. */
   pendingStreams: number;
-  openByPrincipal: Record<string, number>;
+  /**
+   * How many distinct principals hold open streams. Counts only: stats are meant to be exposed, so
+   * they carry no principal name, URI or task id (operators have `hub.openByPrincipal()`).
+   */
+  principals: number;
+  /** The most open streams one principal holds. */
+  maxOpenPerPrincipal: number;
   /** Open streams per honoured kind: how many want each list change, resource updates, task updates. */
   listening: {
     toolsListChanged: number;
@@ -267,13 +273,20 @@ export interface HubStats {
 
 /** What the host's checks and hooks are told about the caller. */
 export interface CheckContext<Req = unknown> {
-  /** The caller's identity, as the adapter resolved it from the host's auth. */
+  /**
+   * The caller's identity, as the adapter resolved it from the host's auth. An anonymous caller's is
+   * an identity of its request's own, which starts with a NUL character and matches no principal
+   * your auth can name: grant it only what you grant everybody.
+   */
   readonly principal: string;
   /** The framework's request (Express `req`, …), for checks that need the host's own auth state. */
   readonly request: Req;
   /**
-   * Aborted when the client goes away before its stream opens: pass it to your database calls so
-   * that an abandoned listen stops costing. (A check that times out is abandoned, not stopped.)
+   * Aborted when this check is abandoned: it took longer than `authorizeTimeoutMs` (the reason is a
+   * `CheckTimeoutError`), the listen's checks together passed `authorizeDeadlineMs` (an
+   * `AuthorizeDeadlineError`), or the client went away before its stream opened. Pass it to your
+   * database calls so that an abandoned check stops costing. Read it during the call (a later call
+   * may be handed the same context once yours returned synchronously).
    */
   readonly signal: AbortSignal;
 }
@@ -320,10 +333,25 @@ export interface ListenHandlerOptions<Req = unknown> {
   readonly authorizeConcurrency?: number;
   /**
    * How long one check may take before its item is dropped, in milliseconds (1 to 2147483647), or
-   * `false` for no limit.
+   * `false` for no limit. The check's `signal` aborts when it runs out.
    * @default 5000
    */
   readonly authorizeTimeoutMs?: number | false;
+  /**
+   * How long all the checks of one listen request may take together, in milliseconds (1 to
+   * 2147483647), or `false` for no limit. When it passes, the items not decided yet are left out,
+   * the signals of the checks in flight abort, and the stream opens with what passed: a request
+   * naming many slow URIs cannot hold its slot for minutes.
+   * @default 10000
+   */
+  readonly authorizeDeadlineMs?: number | false;
+  /**
+   * Host checks in flight at once over every listen request this engine serves (one per mounted
+   * route: in practice, per process), a positive integer: a burst of listens cannot flood your
+   * database. A check holds its place until it settles or times out; the others wait their turn.
+   * @default 256
+   */
+  readonly maxChecksInFlight?: number;
   /** Protocol revisions served: a non-empty array of strings. @default ['2026-07-28'] */
   readonly protocolVersions?: readonly string[];
   /** Stamped on the terminal result's `_meta` as `io.modelcontextprotocol/serverInfo`. @default none */
@@ -343,6 +371,8 @@ export interface ResolvedListenOptions<Req = unknown> {
   readonly maxFilterEntries: number;
   readonly authorizeConcurrency: number;
   readonly authorizeTimeoutMs: number | false;
+  readonly authorizeDeadlineMs: number | false;
+  readonly maxChecksInFlight: number;
   readonly protocolVersions: readonly string[];
   readonly serverInfo: ListenHandlerOptions['serverInfo'];
   readonly logger: Logger;
@@ -356,9 +386,15 @@ export interface NodeAdapterOptions<Req = unknown> {
   /**
    * Who the caller is, from the request your auth middleware or guard already authenticated. The
    * principal scopes per-principal limits, `notifications/cancelled` and task ownership, and is handed
-   * to your checks. Return `undefined` for an anonymous caller.
-   * @default `req.auth` as the SDK's `requireBearerAuth` sets it (`extra.sub`, else `extra.principal`,
-   * else `clientId`), else `req.user` (a string, or its `id`, `sub` or `username`)
+   * to your checks. Return `undefined` for an anonymous caller: each anonymous listen is then served
+   * under an identity of its own, so that anonymous callers never cancel each other's streams nor
+   * share tasks, and all of them together count as one principal for `maxSubscriptionsPerPrincipal`.
+   * A string with a NUL character (reserved for those identities) or a value that is not a string is
+   * the host's mistake: the request is answered 500 and the mistake logged.
+   * `req.auth.clientId` is never used by default: it names the OAuth client, shared by all its users
+   * (return it here explicitly if your tokens identify a client only).
+   * @default `req.auth` as the SDK's `requireBearerAuth` sets it (`extra.sub`, else `extra.principal`),
+   * else `req.user` (a string, or its `id`, `sub` or `username`)
    */
   readonly principal?: (req: Req) => string | undefined;
   /**

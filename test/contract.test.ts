@@ -978,6 +978,22 @@ for (const kind of SAMPLES) {
         await eventually(async () => (await openStreamCount(app)) === 0, 'no open stream after both hung up');
       });
 
+      it('GET /api/subscriptions/stats shows counts only: no principal name, URI or task id', async () => {
+        const task = await createTask(app, carol);
+        const n = uid('secret');
+        const first = await openStream(app, alice, uid('stats'), { resourceSubscriptions: [`note://alice/${n}`] });
+        const second = await openStream(app, bob, uid('stats'), { toolsListChanged: true });
+        const third = await openStream(app, carol, uid('stats'), { taskIds: [task] }, TASKS_META);
+        await eventually(async () => (await openStreamCount(app)) >= 3, 'three open streams');
+        const stats = await app.api(alice, 'GET', '/api/subscriptions/stats');
+        expect(stats.status).toBe(200);
+        const text = JSON.stringify(stats.body);
+        for (const secret of ['alice', 'bob', 'carol', 'note://', n, task]) {
+          expect({ secret, leaked: text.includes(secret) }).toStrictEqual({ secret, leaked: false });
+        }
+        for (const { stream } of [first, second, third]) stream.close();
+      });
+
       describe('listen request errors (spec §6)', () => {
         async function refused(body: unknown, headers: Record<string, string> = listenHeaders(bearer(alice))) {
           const stream = await post(app.url, body, headers);

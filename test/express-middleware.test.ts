@@ -14,6 +14,10 @@ import { recordingLogger } from './helpers/fake-response.ts';
 import { expectOptionsError } from './helpers/options.ts';
 import { listenBody, listenHeaders, SseParser, type SseEvent } from './helpers/sse.ts';
 
+/** Whether a principal is an anonymous caller's identity: NUL-prefixed, so no principal function can return it. */
+const anonymousIdentity = (principal: string | undefined): boolean =>
+  principal !== undefined && principal.startsWith('\u0000anonymous\u0000') && principal.length === 47;
+
 interface AppInit {
   before?: RequestHandler[];
   after?: RequestHandler[];
@@ -329,20 +333,26 @@ for (const flavour of expressFlavours) {
         next();
       };
 
-    test('defaults to req.auth: extra.sub, then extra.principal, then clientId', async () => {
+    test('defaults to req.auth: extra.sub, then extra.principal; never the OAuth clientId', async () => {
       expect(await principalFor({ before: [authAs] }, { 'x-user': 'alice' })).toBe('alice');
       expect(
         await principalFor({
           before: [setting('auth', { clientId: 'c', extra: { principal: 'p' }, token: 't', scopes: [] })],
         }),
       ).toBe('p');
-      expect(await principalFor({ before: [setting('auth', { clientId: 'c', token: 't', scopes: [] })] })).toBe('c');
+      // The client id names an app shared by all its users: a token that names no user is anonymous.
+      expect(
+        anonymousIdentity(await principalFor({ before: [setting('auth', { clientId: 'c', token: 't', scopes: [] })] })),
+      ).toBe(true);
       // req.auth wins over req.user
       expect(
         await principalFor({
-          before: [setting('auth', { clientId: 'c', token: 't', scopes: [] }), setting('user', 'u')],
+          before: [
+            setting('auth', { clientId: 'c', token: 't', extra: { sub: 's' }, scopes: [] }),
+            setting('user', 'u'),
+          ],
         }),
-      ).toBe('c');
+      ).toBe('s');
     });
 
     test('else req.user: a string, or its id, sub or username', async () => {
@@ -352,8 +362,10 @@ for (const flavour of expressFlavours) {
       expect(await principalFor({ before: [setting('user', { username: 'n' })] })).toBe('n');
     });
 
-    test('an unauthenticated caller is "anonymous"; a principal option replaces the default', async () => {
-      expect(await principalFor({})).toBe('anonymous');
+    test('an unauthenticated caller is anonymous, with an identity per request; a principal option replaces the default', async () => {
+      const first = await principalFor({});
+      expect(anonymousIdentity(first)).toBe(true);
+      expect(await principalFor({})).not.toBe(first);
       expect(
         await principalFor(
           { before: [authAs], options: { principal: (req) => `tenant:${req.get('x-tenant')}` } },
@@ -363,7 +375,8 @@ for (const flavour of expressFlavours) {
           },
         ),
       ).toBe('tenant:t1');
-      expect(await principalFor({ options: { principal: () => undefined } })).toBe('anonymous');
+      expect(anonymousIdentity(await principalFor({ options: { principal: () => undefined } }))).toBe(true);
+      expect(anonymousIdentity(await principalFor({ options: { principal: () => '' } }))).toBe(true);
     });
 
     test('checks receive the Express request itself', async () => {

@@ -570,15 +570,16 @@ describe('per-URI checks', () => {
       authorizeTimeoutMs: 1000,
       logger: listenLogger,
       canRead: (uri) => {
-        if (uri === 'note://secret/throws') throw new Error('database down');
-        if (uri === 'note://secret/rejects') return Promise.reject(new Error('database down'));
+        // Host errors quote the URI, as real ones do: the log must not pass them on.
+        if (uri === 'note://secret/throws') throw new Error(`database down reading ${uri}`);
+        if (uri === 'note://secret/rejects') return Promise.reject(new Error(`database down reading ${uri}`));
         if (uri === 'note://secret/hangs') return new Promise<boolean>(() => {});
         if (uri === 'note://secret/async-read-then-hook-throws') return Promise.resolve(true);
         return true;
       },
       handleSubscribeResource: (uri) => {
         if (uri === 'note://secret/hook-throws' || uri === 'note://secret/async-read-then-hook-throws') {
-          throw new Error('watcher down');
+          throw Object.assign(new Error(`watcher down for ${uri}`), { code: 'EWATCH' });
         }
         return true;
       },
@@ -607,13 +608,16 @@ describe('per-URI checks', () => {
     expect(res.text.includes('down')).toBe(false);
     expect(listenLogger.warns.length).toBe(5);
     expect(s.logger.warns.length).toBe(0); // the listen logger replaces the hub logger
-    const logged = JSON.stringify(
-      listenLogger.warns.map(([message, details]) => [message, String((details as { error: unknown }).error)]),
+    // Errors serialized with their message and stack, as a logger prints them.
+    const logged = JSON.stringify(listenLogger.warns, (_key, value: unknown) =>
+      value instanceof Error ? `${value.name}: ${value.message}\n${value.stack ?? ''}` : value,
     );
     expect(logged).not.toContain('note://'); // a failure shows what was logged
+    expect(logged).not.toContain('down');
     expect(logged).toMatch(/canRead/);
     expect(logged).toMatch(/handleSubscribeResource/);
-    expect(logged).toMatch(/longer than 1000 ms/);
+    expect(logged).toContain('EWATCH');
+    expect(logged).toContain('ERR_MCP_SUBSCRIPTIONS_CHECK_TIMEOUT');
     expect(failures.map((f) => (f as { stage: string }).stage).sort()).toStrictEqual([
       'canRead',
       'canRead',
@@ -624,12 +628,13 @@ describe('per-URI checks', () => {
     await s.hub.close();
   });
 
-  test('authorizeTimeoutMs: false lets a slow check take its time', async () => {
+  test('authorizeTimeoutMs and authorizeDeadlineMs false let a slow check take its time', async () => {
     fakeSetTimeoutOnly();
     const gate = deferred<boolean>();
     const s = setup({
       capabilities: { resourceSubscriptions: true },
       authorizeTimeoutMs: false,
+      authorizeDeadlineMs: false,
       canRead: () => gate.promise,
     });
     const res = new FakeResponse();
@@ -888,5 +893,181 @@ describe('listen options', () => {
     expect(resolved.logger).toBe(hub.options.logger);
     expect(resolveListenOptions({ ...input, keepAliveMs: false, authorizeTimeoutMs: false }).keepAliveMs).toBe(false);
     await hub.close();
+  });
+});
+
+describe('bounded authorization: a deadline per listen, a signal per check, a bound per engine', () => {
+  function start(s: Setup, uris: string[], principal = 'alice') {
+    const res = new FakeResponse();
+    const handled = s.handler.handle(
+      {
+        body: listenBody(principal, { resourceSubscriptions: uris }),
+        headers: listenHeaders(),
+        principal,
+        request: {},
+      },
+      res,
+    );
+    return { res, handled };
+  }
+
+  test('authorizeDeadlineMs: the listen opens with what passed; the checks in flight are told by their signal', async () => {
+    fakeSetTimeoutOnly();
+    const signals = new Map<string, AbortSignal>();
+    const s = setup({
+      capabilities: { resourceSubscriptions: true },
+      authorizeTimeoutMs: false,
+      authorizeDeadlineMs: 1000,
+      authorizeConcurrency: 2,
+      canRead: (uri, { signal }) => {
+        signals.set(uri, signal);
+        // The fast ones answer at once; the slow ones never do.
+        return uri.startsWith('note://fast/') ? true : new Promise<boolean>(() => {});
+      },
+    });
+    const uris = ['note://fast/1', 'note://slow/1', 'note://fast/2', 'note://slow/2', 'note://fast/3'];
+    const { res, handled } = start(s, uris);
+    await settle();
+    expect(res.headersSent).toBe(false);
+    // Both workers wait on a slow check: fast/3 has not started.
+    expect([...signals.keys()]).toStrictEqual(uris.slice(0, 4));
+    jest.advanceTimersByTime(999);
+    await settle();
+    expect(res.headersSent).toBe(false);
+    jest.advanceTimersByTime(1);
+    await handled;
+    expect(ackOf(res)).toStrictEqual({ resourceSubscriptions: ['note://fast/1', 'note://fast/2'] });
+    for (const uri of ['note://slow/1', 'note://slow/2']) {
+      const signal = signals.get(uri)!;
+      expect(signal.aborted).toBe(true);
+      expect((signal.reason as { code?: unknown }).code).toBe(ErrorCode.AuthorizeDeadline);
+    }
+    expect(signals.has('note://fast/3')).toBe(false);
+    expect(s.logger.warns.map(([message]) => message)).toStrictEqual([
+      expect.stringMatching(/authorizeDeadlineMs \(1000 ms\)/),
+    ]);
+    expect(JSON.stringify(s.logger.warns)).not.toContain('note://');
+    await s.hub.close();
+  });
+
+  test('a check that times out is aborted with a CheckTimeoutError; the other checks keep their signal', async () => {
+    fakeSetTimeoutOnly();
+    const signals = new Map<string, AbortSignal>();
+    const slow = deferred<boolean>();
+    const s = setup({
+      capabilities: { resourceSubscriptions: true },
+      authorizeTimeoutMs: 100,
+      canRead: (uri, { signal }) => {
+        signals.set(uri, signal);
+        if (uri === 'note://hangs') return new Promise<boolean>(() => {});
+        return slow.promise;
+      },
+    });
+    const { res, handled } = start(s, ['note://hangs', 'note://slow']);
+    await settle();
+    const hangs = signals.get('note://hangs')!;
+    const other = signals.get('note://slow')!;
+    expect(hangs).not.toBe(other);
+    expect(hangs.aborted).toBe(false);
+    jest.advanceTimersByTime(50);
+    slow.resolve(true);
+    await settle();
+    jest.advanceTimersByTime(50);
+    await handled;
+    expect(hangs.aborted).toBe(true);
+    expect((hangs.reason as { code?: unknown }).code).toBe(ErrorCode.CheckTimeout);
+    expect(other.aborted).toBe(false);
+    expect(ackOf(res)).toStrictEqual({ resourceSubscriptions: ['note://slow'] });
+    await s.hub.close();
+  });
+
+  test('sync checks share one context: no allocation per item', async () => {
+    const contexts = new Set<CheckContext>();
+    const s = setup({
+      capabilities: { resourceSubscriptions: true },
+      canRead: (_uri, context) => {
+        contexts.add(context);
+        return true;
+      },
+      handleSubscribeResource: (_uri, context) => {
+        contexts.add(context);
+        return true;
+      },
+    });
+    const uris = Array.from({ length: 200 }, (_, i) => `note://sync/${i}`);
+    const res = await s.serve(listenBody(1, { resourceSubscriptions: uris }));
+    expect(ackOf(res).resourceSubscriptions).toHaveLength(200);
+    expect(contexts.size).toBe(1);
+    const [context] = [...contexts];
+    expect(context!.signal).toBe(context!.signal);
+    expect(context!.signal.aborted).toBe(false);
+    expect(context!.principal).toBe('alice');
+    await s.hub.close();
+  });
+
+  test('maxChecksInFlight bounds the checks in flight over every listen of the engine', async () => {
+    const pending: ReturnType<typeof deferred<boolean>>[] = [];
+    let inFlight = 0;
+    let maxInFlight = 0;
+    const s = setup({
+      capabilities: { resourceSubscriptions: true },
+      authorizeConcurrency: 16,
+      maxChecksInFlight: 3,
+      canRead: () => {
+        const gate = deferred<boolean>();
+        pending.push(gate);
+        inFlight++;
+        maxInFlight = Math.max(maxInFlight, inFlight);
+        return gate.promise.finally(() => inFlight--);
+      },
+    });
+    const first = start(
+      s,
+      Array.from({ length: 5 }, (_, i) => `note://a/${i}`),
+      'alice',
+    );
+    const second = start(
+      s,
+      Array.from({ length: 5 }, (_, i) => `note://b/${i}`),
+      'bob',
+    );
+    await settle();
+    expect(pending.length).toBe(3);
+    // Answer every check as it comes: never more than 3 at once.
+    for (let answered = 0; answered < 10; answered++) {
+      await settleUntil(() => pending.length > answered, `check #${answered + 1} to start`);
+      pending[answered]!.resolve(true);
+      await settle();
+    }
+    await Promise.all([first.handled, second.handled]);
+    expect(maxInFlight).toBe(3);
+    expect(ackOf(first.res).resourceSubscriptions).toHaveLength(5);
+    expect(ackOf(second.res).resourceSubscriptions).toHaveLength(5);
+    await s.hub.close();
+  });
+
+  test('authorizeDeadlineMs and maxChecksInFlight are validated', () => {
+    const hub = new SubscriptionHub({ logger: recordingLogger() });
+    const base = { hub, capabilities: { toolsListChanged: true } };
+    for (const [options, code] of [
+      [{ ...base, authorizeDeadlineMs: 0 }, ErrorCode.NotPositiveInteger],
+      [{ ...base, authorizeDeadlineMs: 2 ** 31 }, ErrorCode.DurationTooLong],
+      [{ ...base, authorizeDeadlineMs: '10s' }, ErrorCode.NotPositiveInteger],
+      [{ ...base, maxChecksInFlight: 0 }, ErrorCode.NotPositiveInteger],
+      [{ ...base, maxChecksInFlight: false }, ErrorCode.NotPositiveInteger],
+    ] as const) {
+      let caught: unknown;
+      try {
+        createListenHandler(options as unknown as ListenHandlerOptions);
+      } catch (error) {
+        caught = error;
+      }
+      expectOptionsError(caught);
+      expect((caught as { code: string }).code).toBe(code);
+    }
+    const defaults = resolveListenOptions({ ...base });
+    expect(defaults.authorizeDeadlineMs).toBe(10_000);
+    expect(defaults.maxChecksInFlight).toBe(256);
+    expect(resolveListenOptions({ ...base, authorizeDeadlineMs: false }).authorizeDeadlineMs).toBe(false);
   });
 });

@@ -252,7 +252,8 @@ describe('teardown', () => {
     let stats = hub.stats();
     expect(stats.openStreams).toBe(0);
     expect(stats.queued).toBe(0);
-    expect(stats.openByPrincipal).toStrictEqual({});
+    expect(stats.principals).toBe(0);
+    expect(stats.maxOpenPerPrincipal).toBe(0);
     expect(stats.listening).toStrictEqual({
       toolsListChanged: 0,
       promptsListChanged: 0,

@@ -182,12 +182,12 @@ describe('NestJS module: the listen route behind the app guards', () => {
   it('the principal is `req.auth` or `req.user` by default, or what the `principal` option says', async () => {
     const byDefault = await start();
     await open(byDefault, 'alice-token', 'who', { toolsListChanged: true });
-    expect(byDefault.hub.stats().openByPrincipal).toStrictEqual({ alice: 1 });
+    expect(byDefault.hub.openByPrincipal()).toStrictEqual({ alice: 1 });
     const custom = await start({
       module: { principal: (req) => `tenant-a:${String((req.user as { id?: unknown } | undefined)?.id)}` },
     });
     await open(custom, 'bob-token', 'who', { toolsListChanged: true });
-    expect(custom.hub.stats().openByPrincipal).toStrictEqual({ 'tenant-a:bob': 1 });
+    expect(custom.hub.openByPrincipal()).toStrictEqual({ 'tenant-a:bob': 1 });
   });
 
   it('the listen route comes first even though the host MCP controller is registered before it', async () => {

@@ -10,6 +10,7 @@ const RUNTIME_CODES: readonly string[] = [
   ErrorCode.InvalidEvent,
   ErrorCode.Protocol,
   ErrorCode.CheckTimeout,
+  ErrorCode.AuthorizeDeadline,
   ErrorCode.Internal,
   // An OptionsError by class, but reported at run time: the url form of RedisBus loads its library
   // asynchronously, after the constructor returned.
