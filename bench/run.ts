@@ -3,7 +3,8 @@
  * scenario it starts the three servers (our host app, the same app on the SDK's own listen, the
  * `node:http` ceiling), each in its own process, forks the load generator in another, prints the
  * scenario's parameters and figures, and stops every process. At the end it prints one table, and
- * writes `bench/results/<date>[-quick].json` and the SVG chart (`docs/benchmarks.svg` for a full run).
+ * writes `bench/results/<date>[-quick].json` and the SVG chart (`docs/benchmarks.svg` for a full run;
+ * an `--only` run writes `bench/results/<date>-only-<names>[-quick].*`, never over a full run's files).
  */
 import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -141,6 +142,10 @@ async function main(): Promise<void> {
     .find((a) => a.startsWith('--only='))
     ?.slice('--only='.length)
     .split(',');
+  const unknown = only?.filter((name) => !SCENARIOS.some((s) => s.name === name)) ?? [];
+  if (unknown.length > 0) {
+    throw new Error(`--only: no scenario ${unknown.join(', ')}; known: ${SCENARIOS.map((s) => s.name).join(', ')}`);
+  }
   const specs = SCENARIOS.filter((s) => only === undefined || only.includes(s.name));
   const started = Date.now();
   const report: Report = {
@@ -190,7 +195,8 @@ async function main(): Promise<void> {
 
   const resultsDir = path.join(ROOT, 'bench/results');
   mkdirSync(resultsDir, { recursive: true });
-  const base = `${localDate()}${quick ? '-quick' : ''}`;
+  // A partial run never replaces the files of the day's full run (quick ones stay ignored: `*-quick.*`).
+  const base = `${localDate()}${only === undefined ? '' : `-only-${only.join('-')}`}${quick ? '-quick' : ''}`;
   writeFileSync(path.join(resultsDir, `${base}.json`), `${JSON.stringify(report, null, 2)}\n`);
   const chartPath =
     quick || only !== undefined ? path.join(resultsDir, `${base}.svg`) : path.join(ROOT, 'docs/benchmarks.svg');
