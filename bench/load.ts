@@ -12,13 +12,14 @@ import {
   openMany,
   prefill,
   publish,
+  request,
   sleep,
   usage,
   waitFor,
 } from './lib/client.ts';
 import type { SseReader } from './lib/client.ts';
 import { median, percentile, prng, slope } from './lib/stats.ts';
-import { listenBody, listenHeaders, noteUri, now, toolsListRequest, TOKEN } from './lib/wire.ts';
+import { listenBody, listenHeaders, noteUri, now, PRINCIPAL, toolsListRequest, TOKEN } from './lib/wire.ts';
 import type { Filter } from './lib/wire.ts';
 
 export type Target = 'ours' | 'sdk' | 'ceiling';
@@ -26,15 +27,28 @@ export type Target = 'ours' | 'sdk' | 'ceiling';
 export type Figures = Record<string, number | boolean | string>;
 export type ScenarioResult = Partial<Record<Target, Figures>>;
 
+/** The ports of node A and node B: two `ours` processes joined by a `RedisBus` on one Redis. */
+export interface Nodes {
+  readonly a: number;
+  readonly b: number;
+}
+
 export interface LoadRequest {
   readonly scenario: string;
   readonly ports: Record<Target, number>;
   readonly targets: readonly Target[];
   readonly params: Record<string, any>;
   readonly timeoutMs: number;
+  /** Only for a scenario with `redisNodes`. */
+  readonly nodes?: Nodes;
 }
 
-type Scenario = (ports: Record<Target, number>, targets: readonly Target[], params: any) => Promise<ScenarioResult>;
+type Scenario = (
+  ports: Record<Target, number>,
+  targets: readonly Target[],
+  params: any,
+  nodes: Nodes | undefined,
+) => Promise<ScenarioResult>;
 
 const sum = (readers: readonly SseReader[]): number => readers.reduce((a, r) => a + r.events, 0);
 
@@ -487,6 +501,195 @@ const disconnect: Scenario = async (ports, targets, p: { streams: number; checks
   return result;
 };
 
+/** One burst of writes and what the streams made of it. */
+interface Burst {
+  /** Stream × event pairs per second, until each stream had its last frame. */
+  deliveriesPerSec: number;
+  /** Writes the write route answered per second. */
+  writesPerSec: number;
+  framesPerStream: number;
+  /** Frames per chunk the client read: above 1 where the server wrote several events in one write. */
+  framesPerChunk: number;
+  /** Publish→receive latencies of every frame, in ms. */
+  latencies: number[];
+  /** Paced only: per write, the latency to the first stream that received it (the hop, before the fan-out's spread). */
+  firstLatencies: number[];
+  /** Server CPU per write, in µs, of each port in `cpuPorts`. */
+  cpuUsPerEvent: number[];
+  complete: boolean;
+}
+
+/**
+ * `events` writes of one note through the write route of `writePort`, one after the other on one
+ * kept-alive connection, to `readers`, which hold that note's URI. As a burst, each write is sent when
+ * the previous one was answered; `paced`, only once every stream received the previous one (one event
+ * in flight end to end: latency with no queue anywhere). A stream is done when it has a frame per
+ * write, or when nothing arrived anywhere for 300 ms (the fan-out's rule: a socket that pushed back got
+ * identical events coalesced, and its last frame stands for the last write).
+ */
+async function writeBurst(
+  readers: readonly SseReader[],
+  writePort: number,
+  cpuPorts: readonly number[],
+  note: { name: string; events: number; paced?: boolean },
+): Promise<Burst> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const headers = { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` };
+  const write = async (name: string, k: number): Promise<void> => {
+    const { status, text } = await request(
+      writePort,
+      'PUT',
+      `/api/notes/${PRINCIPAL}/${name}`,
+      JSON.stringify({ text: `v${k}` }),
+      headers,
+      agent,
+    );
+    if (status !== 200 && status !== 201) throw new Error(`PUT ${name}: HTTP ${status}: ${text.slice(0, 200)}`);
+  };
+  try {
+    // Opens the connection on a note no stream holds, so the first timed write does not pay for it.
+    await write(`${note.name}-primer`, 0);
+    const base = readers.map((x) => x.events);
+    const chunks0 = readers.reduce((sum, x) => sum + x.chunks, 0);
+    const u0 = await Promise.all(cpuPorts.map((port) => usage(port)));
+    const t = new Array<number>(note.events);
+    for (let k = 0; k < note.events; k++) {
+      t[k] = now();
+      await write(note.name, k);
+      if (note.paced === true) {
+        await waitFor(() => readers.every((x, i) => x.events > (base[i] as number) + k), 10_000, 1);
+      }
+    }
+    const written = now();
+    const lastAny = (): number => readers.reduce((m, x) => Math.max(m, x.lastAt), 0);
+    await waitFor(
+      () =>
+        readers.every((x, i) => x.events >= (base[i] as number) + note.events) ||
+        (now() - written > 300 && now() - lastAny() > 300),
+      60_000,
+      10,
+    );
+    const u1 = await Promise.all(cpuPorts.map((port) => usage(port)));
+    const latencies: number[] = [];
+    let frames = 0;
+    let last = 0;
+    let complete = true;
+    readers.forEach((x, i) => {
+      const from = base[i] as number;
+      const m = x.events - from;
+      frames += m;
+      if (m === 0) {
+        complete = false;
+        return;
+      }
+      for (let j = 0; j < m && from + j < x.times.length; j++) {
+        const event = j === m - 1 ? note.events - 1 : j;
+        latencies.push((x.times[from + j] as number) - (t[event] as number));
+      }
+      last = Math.max(last, x.times[Math.min(from + m, x.times.length) - 1] as number);
+    });
+    const firstLatencies: number[] = [];
+    if (note.paced === true) {
+      for (let k = 0; k < note.events; k++) {
+        let first = Number.POSITIVE_INFINITY;
+        readers.forEach((x, i) => {
+          const idx = (base[i] as number) + k;
+          if (idx < x.events && idx < x.times.length) first = Math.min(first, x.times[idx] as number);
+        });
+        if (Number.isFinite(first)) firstLatencies.push(first - (t[k] as number));
+      }
+    }
+    return {
+      deliveriesPerSec: (readers.length * note.events) / ((last - (t[0] as number)) / 1000),
+      writesPerSec: note.events / ((written - (t[0] as number)) / 1000),
+      firstLatencies,
+      framesPerStream: frames / readers.length,
+      framesPerChunk: frames / (readers.reduce((sum, x) => sum + x.chunks, 0) - chunks0),
+      latencies,
+      cpuUsPerEvent: u0.map((u, i) => cpuBetween(u, u1[i]!) / note.events),
+      complete,
+    };
+  } finally {
+    agent.destroy();
+  }
+}
+
+/**
+ * 9. cross-node: N streams on node A hold one note's URI; E writes of that note go through node B's
+ * write route, and B's `RedisBus` carries each event to A. Single node: the same load on `ours` with
+ * no bus (streams and writes on one process). Same node with the bus: streams and writes on A (B
+ * hears each event and has no stream for it), which tells the bus's cost on the publishing node from
+ * the hop's. Each mode has a warm-up burst first; then the modes alternate round by round, their
+ * order reversed every other round, so that drift hits them alike.
+ */
+const crossnode: Scenario = async (
+  ports,
+  _targets,
+  p: { streams: number; events: number; paced: number; warmup: number; rounds: number },
+  nodes,
+) => {
+  if (nodes === undefined) throw new Error('crossnode: needs node A and node B (redisNodes)');
+  const note = 'crossnode';
+  const uri = `note://${PRINCIPAL}/${note}`;
+  await Promise.all([ports.ours, nodes.a, nodes.b].map((port) => prefill(port, [uri])));
+  // Every burst on A's streams (cross-node and same node, warm-ups included) fits their capacity.
+  const capacity = 2 * (p.warmup + p.rounds * (p.events + p.paced));
+  const filter = (): Filter => ({ resourceSubscriptions: [uri] });
+  const single = await openMany(ports.ours, p.streams, filter, { capacity });
+  const onA = await openMany(nodes.a, p.streams, filter, { capacity });
+  await sleep(300);
+  type Mode = 'single' | 'cross' | 'local';
+  const setups: Record<Mode, { readers: SseReader[]; write: number; cpu: number[] }> = {
+    single: { readers: single, write: ports.ours, cpu: [ports.ours] },
+    cross: { readers: onA, write: nodes.b, cpu: [nodes.a, nodes.b] },
+    local: { readers: onA, write: nodes.a, cpu: [nodes.a, nodes.b] },
+  };
+  const modes: Mode[] = ['single', 'cross', 'local'];
+  const bursts: Record<Mode, Burst[]> = { single: [], cross: [], local: [] };
+  const paced: Record<Mode, Burst[]> = { single: [], cross: [], local: [] };
+  for (const mode of modes) {
+    const { readers, write, cpu } = setups[mode];
+    await writeBurst(readers, write, cpu, { name: note, events: p.warmup });
+    await sleep(200);
+  }
+  for (let r = 0; r < p.rounds; r++) {
+    for (const mode of r % 2 === 0 ? modes : [...modes].reverse()) {
+      const { readers, write, cpu } = setups[mode];
+      bursts[mode].push(await writeBurst(readers, write, cpu, { name: note, events: p.events }));
+      await sleep(200);
+      paced[mode].push(await writeBurst(readers, write, cpu, { name: note, events: p.paced, paced: true }));
+      await sleep(200);
+    }
+  }
+  const [a, b] = await Promise.all([usage(nodes.a), usage(nodes.b)]);
+  closeAll([...single, ...onA]);
+  const figures: Figures = {
+    complete: modes.every((mode) => [...bursts[mode], ...paced[mode]].every((x) => x.complete)),
+    busPublishedB: b.bus?.published ?? Number.NaN,
+    busReceivedA: a.bus?.received ?? Number.NaN,
+    busDropped: (a.bus?.dropped ?? Number.NaN) + (b.bus?.dropped ?? Number.NaN),
+    busReconnects: (a.bus?.reconnects ?? Number.NaN) + (b.bus?.reconnects ?? Number.NaN),
+  };
+  for (const mode of modes) {
+    const list = bursts[mode];
+    const lat = list.flatMap((x) => x.latencies);
+    const pacedLat = paced[mode].flatMap((x) => x.latencies);
+    figures[`${mode}DeliveriesPerSec`] = median(list.map((x) => x.deliveriesPerSec));
+    figures[`${mode}FramesPerStream`] = median(list.map((x) => x.framesPerStream));
+    figures[`${mode}FramesPerChunk`] = median(list.map((x) => x.framesPerChunk));
+    figures[`${mode}WritesPerSec`] = median(list.map((x) => x.writesPerSec));
+    figures[`${mode}P50Ms`] = percentile(lat, 50);
+    figures[`${mode}P99Ms`] = percentile(lat, 99);
+    figures[`${mode}PacedP50Ms`] = percentile(pacedLat, 50);
+    figures[`${mode}PacedP99Ms`] = percentile(pacedLat, 99);
+    figures[`${mode}PacedFirstP50Ms`] = median(paced[mode].flatMap((x) => x.firstLatencies));
+    setups[mode].cpu.forEach((_, i) => {
+      figures[`${mode}CpuUsPerEvent${i === 0 ? '' : 'B'}`] = median(list.map((x) => x.cpuUsPerEvent[i] as number));
+    });
+  }
+  return { ours: figures };
+};
+
 export const scenarios: Record<string, Scenario> = {
   fanout,
   resources,
@@ -496,6 +699,7 @@ export const scenarios: Record<string, Scenario> = {
   passthrough,
   validation,
   disconnect,
+  crossnode,
 };
 
 // Run as the forked load process: one request in, one result out, then exit.
@@ -510,7 +714,7 @@ if (process.send !== undefined) {
       process.send!({ ok: false, error: `unknown scenario ${message.scenario}` });
       process.exit(2);
     }
-    scenario(message.ports, message.targets, message.params).then(
+    scenario(message.ports, message.targets, message.params, message.nodes).then(
       (result) => process.send!({ ok: true, result }, () => process.exit(0)),
       (error: unknown) =>
         process.send!(
