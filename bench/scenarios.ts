@@ -337,7 +337,7 @@ export const SCENARIOS: readonly ScenarioSpec[] = [
     name: 'crossnode',
     title:
       "cross-node: streams on node A, writes through node B's write route, a RedisBus between; the same load on one node",
-    full: { streams: 1000, events: 100, paced: 30, warmup: 20, rounds: 3 },
+    full: { streams: 1000, events: 100, paced: 90, warmup: 20, rounds: 3 },
     quick: { streams: 200, events: 50, paced: 20, warmup: 10, rounds: 1 },
     targets: ['ours'],
     redisNodes: true,
