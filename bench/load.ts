@@ -12,13 +12,14 @@ import {
   openMany,
   prefill,
   publish,
+  request,
   sleep,
   usage,
   waitFor,
 } from './lib/client.ts';
 import type { SseReader } from './lib/client.ts';
 import { median, percentile, prng, slope } from './lib/stats.ts';
-import { listenBody, listenHeaders, noteUri, now, toolsListRequest, TOKEN } from './lib/wire.ts';
+import { listenBody, listenHeaders, noteUri, now, PRINCIPAL, toolsListRequest, TOKEN } from './lib/wire.ts';
 import type { Filter } from './lib/wire.ts';
 
 export type Target = 'ours' | 'sdk' | 'ceiling';
@@ -26,15 +27,28 @@ export type Target = 'ours' | 'sdk' | 'ceiling';
 export type Figures = Record<string, number | boolean | string>;
 export type ScenarioResult = Partial<Record<Target, Figures>>;
 
+/** The ports of node A and node B: two `ours` processes joined by a `RedisBus` on one Redis. */
+export interface Nodes {
+  readonly a: number;
+  readonly b: number;
+}
+
 export interface LoadRequest {
   readonly scenario: string;
   readonly ports: Record<Target, number>;
   readonly targets: readonly Target[];
   readonly params: Record<string, any>;
   readonly timeoutMs: number;
+  /** Only for a scenario with `redisNodes`. */
+  readonly nodes?: Nodes;
 }
 
-type Scenario = (ports: Record<Target, number>, targets: readonly Target[], params: any) => Promise<ScenarioResult>;
+type Scenario = (
+  ports: Record<Target, number>,
+  targets: readonly Target[],
+  params: any,
+  nodes: Nodes | undefined,
+) => Promise<ScenarioResult>;
 
 const sum = (readers: readonly SseReader[]): number => readers.reduce((a, r) => a + r.events, 0);
 
@@ -487,6 +501,229 @@ const disconnect: Scenario = async (ports, targets, p: { streams: number; checks
   return result;
 };
 
+/** One burst of writes and what the streams made of it. */
+interface Burst {
+  /** Stream × event pairs per second, until each stream had its last frame. */
+  deliveriesPerSec: number;
+  /** Writes the write route answered per second. */
+  writesPerSec: number;
+  framesPerStream: number;
+  /** Frames per chunk the client read: above 1 where the server wrote several events in one write. */
+  framesPerChunk: number;
+  /** Publish→receive latencies of every frame, in ms. */
+  latencies: number[];
+  /** Server CPU per write, in µs, of each port in `cpuPorts`. */
+  cpuUsPerEvent: number[];
+  complete: boolean;
+}
+
+/** A kept-alive connection to one node's write route; `put(name, k)` rewrites note `name` (version `k`). */
+function noteWriter(port: number): { put(name: string, k: number): Promise<void>; close(): void } {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const headers = { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` };
+  return {
+    async put(name, k) {
+      const body = JSON.stringify({ text: `v${k}` });
+      const { status, text } = await request(port, 'PUT', `/api/notes/${PRINCIPAL}/${name}`, body, headers, agent);
+      if (status !== 200 && status !== 201) throw new Error(`PUT ${name}: HTTP ${status}: ${text.slice(0, 200)}`);
+    },
+    close: () => agent.destroy(),
+  };
+}
+
+/**
+ * `events` writes of note `name` through the write route of `writePort`, back to back on one
+ * kept-alive connection (each sent when the previous one was answered), to `readers`, which hold the
+ * note's URI. A stream is done when it has a frame per write, or when nothing arrived anywhere for
+ * 300 ms (the fan-out's rule: a socket that pushed back got identical events coalesced, and its last
+ * frame stands for the last write).
+ */
+async function writeBurst(
+  readers: readonly SseReader[],
+  writePort: number,
+  cpuPorts: readonly number[],
+  name: string,
+  events: number,
+): Promise<Burst> {
+  const writer = noteWriter(writePort);
+  try {
+    // Opens the connection on a note no stream holds, so the first timed write does not pay for it.
+    await writer.put(`${name}-primer`, 0);
+    const base = readers.map((x) => x.events);
+    const chunks0 = readers.reduce((sum, x) => sum + x.chunks, 0);
+    const u0 = await Promise.all(cpuPorts.map((port) => usage(port)));
+    const t = new Array<number>(events);
+    for (let k = 0; k < events; k++) {
+      t[k] = now();
+      await writer.put(name, k);
+    }
+    const written = now();
+    const lastAny = (): number => readers.reduce((m, x) => Math.max(m, x.lastAt), 0);
+    await waitFor(
+      () =>
+        readers.every((x, i) => x.events >= (base[i] as number) + events) ||
+        (now() - written > 300 && now() - lastAny() > 300),
+      60_000,
+      10,
+    );
+    const u1 = await Promise.all(cpuPorts.map((port) => usage(port)));
+    const latencies: number[] = [];
+    let frames = 0;
+    let last = 0;
+    let complete = true;
+    readers.forEach((x, i) => {
+      const from = base[i] as number;
+      const m = x.events - from;
+      frames += m;
+      if (m === 0) {
+        complete = false;
+        return;
+      }
+      for (let j = 0; j < m && from + j < x.times.length; j++) {
+        const event = j === m - 1 ? events - 1 : j;
+        latencies.push((x.times[from + j] as number) - (t[event] as number));
+      }
+      last = Math.max(last, x.times[Math.min(from + m, x.times.length) - 1] as number);
+    });
+    return {
+      deliveriesPerSec: (readers.length * events) / ((last - (t[0] as number)) / 1000),
+      writesPerSec: events / ((written - (t[0] as number)) / 1000),
+      framesPerStream: frames / readers.length,
+      framesPerChunk: frames / (readers.reduce((sum, x) => sum + x.chunks, 0) - chunks0),
+      latencies,
+      cpuUsPerEvent: u0.map((u, i) => cpuBetween(u, u1[i]!) / events),
+      complete,
+    };
+  } finally {
+    writer.close();
+  }
+}
+
+/** What writes one at a time gave one mode: every frame's latency, and per write the first stream's. */
+interface OneAtATime {
+  latencies: number[];
+  firstLatencies: number[];
+  complete: boolean;
+}
+
+/**
+ * `events` writes of note `name` per setup, one at a time: each is sent once every stream received the
+ * previous one, so one event is in flight end to end and no queue forms anywhere. The setups take
+ * turns write by write (their order reversed every other write), so a change in the machine's load
+ * hits them alike, which matters for a difference of a millisecond.
+ */
+async function oneAtATime(
+  setups: readonly { readers: readonly SseReader[]; write: number }[],
+  name: string,
+  events: number,
+): Promise<OneAtATime[]> {
+  const writers = setups.map((setup) => noteWriter(setup.write));
+  const out = setups.map((): OneAtATime => ({ latencies: [], firstLatencies: [], complete: true }));
+  try {
+    for (const writer of writers) await writer.put(`${name}-primer`, 0);
+    const order = setups.map((_, i) => i);
+    for (let k = 0; k < events; k++) {
+      for (const m of k % 2 === 0 ? order : [...order].reverse()) {
+        const { readers } = setups[m]!;
+        const result = out[m]!;
+        const base = readers.map((x) => x.events);
+        const t = now();
+        await writers[m]!.put(name, k);
+        result.complete &&= await waitFor(() => readers.every((x, i) => x.events > (base[i] as number)), 10_000, 1);
+        let first = Number.POSITIVE_INFINITY;
+        readers.forEach((x, i) => {
+          const idx = base[i] as number;
+          if (idx >= x.events || idx >= x.times.length) return;
+          const latency = (x.times[idx] as number) - t;
+          result.latencies.push(latency);
+          first = Math.min(first, latency);
+        });
+        if (Number.isFinite(first)) result.firstLatencies.push(first);
+      }
+    }
+  } finally {
+    for (const writer of writers) writer.close();
+  }
+  return out;
+}
+
+/**
+ * 9. cross-node: N streams on node A hold one note's URI; writes of that note go through node B's
+ * write route, and B's `RedisBus` carries each event to A. Single node: the same load on `ours` with
+ * no bus (streams and writes on one process). Same node with the bus: streams and writes on A (B
+ * hears each event and has no stream for it), which tells the bus's cost on the publishing node from
+ * the hop's. After a warm-up burst per mode, bursts of E writes back to back alternate mode by mode
+ * (order reversed every other round), then writes one at a time alternate write by write.
+ */
+const crossnode: Scenario = async (
+  ports,
+  _targets,
+  p: { streams: number; events: number; paced: number; warmup: number; rounds: number },
+  nodes,
+) => {
+  if (nodes === undefined) throw new Error('crossnode: needs node A and node B (redisNodes)');
+  const note = 'crossnode';
+  const uri = `note://${PRINCIPAL}/${note}`;
+  await Promise.all([ports.ours, nodes.a, nodes.b].map((port) => prefill(port, [uri])));
+  // Every write that reaches A's streams (cross-node and same node, warm-ups included) fits their capacity.
+  const capacity = 2 * (p.warmup + p.rounds * p.events + p.paced);
+  const filter = (): Filter => ({ resourceSubscriptions: [uri] });
+  const single = await openMany(ports.ours, p.streams, filter, { capacity });
+  const onA = await openMany(nodes.a, p.streams, filter, { capacity });
+  await sleep(300);
+  type Mode = 'single' | 'cross' | 'local';
+  const setups: Record<Mode, { readers: SseReader[]; write: number; cpu: number[] }> = {
+    single: { readers: single, write: ports.ours, cpu: [ports.ours] },
+    cross: { readers: onA, write: nodes.b, cpu: [nodes.a, nodes.b] },
+    local: { readers: onA, write: nodes.a, cpu: [nodes.a, nodes.b] },
+  };
+  const modes: Mode[] = ['single', 'cross', 'local'];
+  const bursts: Record<Mode, Burst[]> = { single: [], cross: [], local: [] };
+  for (const mode of modes) {
+    const { readers, write, cpu } = setups[mode];
+    await writeBurst(readers, write, cpu, note, p.warmup);
+    await sleep(200);
+  }
+  for (let r = 0; r < p.rounds; r++) {
+    for (const mode of r % 2 === 0 ? modes : [...modes].reverse()) {
+      const { readers, write, cpu } = setups[mode];
+      bursts[mode].push(await writeBurst(readers, write, cpu, note, p.events));
+      await sleep(200);
+    }
+  }
+  const paced = await oneAtATime(
+    modes.map((mode) => setups[mode]),
+    note,
+    p.paced,
+  );
+  const [a, b] = await Promise.all([usage(nodes.a), usage(nodes.b)]);
+  closeAll([...single, ...onA]);
+  const figures: Figures = {
+    complete: modes.every((mode, m) => paced[m]!.complete && bursts[mode].every((x) => x.complete)),
+    busPublishedB: b.bus?.published ?? Number.NaN,
+    busReceivedA: a.bus?.received ?? Number.NaN,
+    busDropped: (a.bus?.dropped ?? Number.NaN) + (b.bus?.dropped ?? Number.NaN),
+    busReconnects: (a.bus?.reconnects ?? Number.NaN) + (b.bus?.reconnects ?? Number.NaN),
+  };
+  modes.forEach((mode, m) => {
+    const list = bursts[mode];
+    const lat = list.flatMap((x) => x.latencies);
+    figures[`${mode}DeliveriesPerSec`] = median(list.map((x) => x.deliveriesPerSec));
+    figures[`${mode}FramesPerStream`] = median(list.map((x) => x.framesPerStream));
+    figures[`${mode}FramesPerChunk`] = median(list.map((x) => x.framesPerChunk));
+    figures[`${mode}WritesPerSec`] = median(list.map((x) => x.writesPerSec));
+    figures[`${mode}P50Ms`] = percentile(lat, 50);
+    figures[`${mode}P99Ms`] = percentile(lat, 99);
+    figures[`${mode}PacedP50Ms`] = percentile(paced[m]!.latencies, 50);
+    figures[`${mode}PacedP99Ms`] = percentile(paced[m]!.latencies, 99);
+    figures[`${mode}PacedFirstP50Ms`] = median(paced[m]!.firstLatencies);
+    setups[mode].cpu.forEach((_, i) => {
+      figures[`${mode}CpuUsPerEvent${i === 0 ? '' : 'B'}`] = median(list.map((x) => x.cpuUsPerEvent[i] as number));
+    });
+  });
+  return { ours: figures };
+};
+
 export const scenarios: Record<string, Scenario> = {
   fanout,
   resources,
@@ -496,6 +733,7 @@ export const scenarios: Record<string, Scenario> = {
   passthrough,
   validation,
   disconnect,
+  crossnode,
 };
 
 // Run as the forked load process: one request in, one result out, then exit.
@@ -510,7 +748,7 @@ if (process.send !== undefined) {
       process.send!({ ok: false, error: `unknown scenario ${message.scenario}` });
       process.exit(2);
     }
-    scenario(message.ports, message.targets, message.params).then(
+    scenario(message.ports, message.targets, message.params, message.nodes).then(
       (result) => process.send!({ ok: true, result }, () => process.exit(0)),
       (error: unknown) =>
         process.send!(

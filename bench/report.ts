@@ -21,9 +21,20 @@ export interface Row {
 export interface Report {
   date: string;
   mode: 'quick' | 'full';
-  machine: { node: string; platform: string; cpus: number; cpuModel: string; memoryGb: number };
+  machine: {
+    node: string;
+    platform: string;
+    cpus: number;
+    cpuModel: string;
+    memoryGb: number;
+    /** The 1-minute load average when the run started: other work on the machine skews every figure. */
+    loadAvg?: number;
+  };
   git: { commit: string; engineDirty: boolean };
-  scenarios: Record<string, { title: string; params: Record<string, unknown>; result: ScenarioResult }>;
+  scenarios: Record<
+    string,
+    { title: string; params: Record<string, unknown>; result: ScenarioResult; skipped?: string }
+  >;
   rows: Row[];
   durationS: number;
 }
@@ -55,6 +66,22 @@ export function buildRows(spec: ScenarioSpec, params: Record<string, unknown>, r
       ...(row.note !== undefined ? { note: row.note } : {}),
     };
   });
+}
+
+/** The one row of a scenario that could not run here, saying why. */
+export function skippedRow(spec: ScenarioSpec, reason: string): Row {
+  return {
+    scenario: spec.name,
+    label: `${spec.name}: skipped`,
+    unit: '',
+    digits: 0,
+    values: {},
+    oursVsSdk: undefined,
+    oursVsCeiling: undefined,
+    target: '',
+    met: undefined,
+    note: reason,
+  };
 }
 
 /** A value as the table shows it. */
@@ -89,7 +116,10 @@ export function formatTable(rows: readonly Row[], withHeader: boolean): string {
     line.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join(' │ ');
   const rule = widths.map((w) => '─'.repeat(w)).join('─┼─');
   const body = lines.map(render);
+  // Notes say why a figure is n/a or not comparable (the SDK runs no checks, has no bus; why a scenario was skipped).
+  const notes = rows.filter((row) => row.note !== undefined).map((row) => `note (${row.label}): ${row.note}`);
   return (withHeader ? [render(header), rule, ...body] : [render(header), rule, ...body])
+    .concat(notes)
     .map((l) => `  ${l}`)
     .join('\n');
 }

@@ -3,20 +3,30 @@
  * scenario it starts the three servers (our host app, the same app on the SDK's own listen, the
  * `node:http` ceiling), each in its own process, forks the load generator in another, prints the
  * scenario's parameters and figures, and stops every process. At the end it prints one table, and
- * writes `bench/results/<date>[-quick].json` and the SVG chart (`docs/benchmarks.svg` for a full run).
+ * writes `bench/results/<date>[-quick].json` and the SVG chart (`docs/benchmarks.svg` for a full run;
+ * an `--only` run writes `bench/results/<date>-only-<names>[-quick].*`, never over a full run's files).
+ *
+ * A scenario with `redisNodes` (the cross-node one) also starts two more `ours` processes, node A and
+ * node B, joined by a `RedisBus` on `BENCH_REDIS_URL` (default `redis://127.0.0.1:6379`) under a
+ * channel prefix of this run's own. When that Redis does not answer, the scenario is reported as
+ * skipped with the reason, unless `CI` is set: then the run fails.
  */
 import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
 import { renderChart } from './chart.ts';
-import type { LoadRequest, ScenarioResult, Target } from './load.ts';
-import { buildRows, formatTable, type Report } from './report.ts';
-import { SCENARIOS } from './scenarios.ts';
+import type { LoadRequest, Nodes, ScenarioResult, Target } from './load.ts';
+import { buildRows, formatTable, skippedRow, type Report } from './report.ts';
+import { SCENARIOS, type ScenarioSpec } from './scenarios.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const NODE_ARGS = ['--conditions=mcp-subscriptions-source', '--import', 'tsx'];
+const REDIS_URL = process.env['BENCH_REDIS_URL'] ?? 'redis://127.0.0.1:6379';
+/** This run's own channels: runs (and tests) sharing one Redis never hear each other. */
+const CHANNEL_PREFIX = `mcp-subscriptions-bench-${process.pid}-${Date.now().toString(36)}`;
 const SERVER_FILES: Record<Target, string[]> = {
   ours: ['bench/servers/host.ts', 'ours'],
   sdk: ['bench/servers/host.ts', 'sdk'],
@@ -43,21 +53,29 @@ function track(child: ChildProcess): ChildProcess {
   return child;
 }
 
-/** Starts one server; resolves with its port once it printed it. */
-function startServer(target: Target, profileDir: string | undefined): Promise<{ port: number; child: ChildProcess }> {
+/**
+ * Starts one server (`name` is `ours`, `sdk`, `ceiling`, or `ours-a`/`ours-b` for the nodes joined over
+ * Redis, with `env` saying how); resolves with its port once it printed it.
+ */
+function startServer(
+  name: string,
+  target: Target,
+  profileDir: string | undefined,
+  env: Record<string, string> = {},
+): Promise<{ port: number; child: ChildProcess }> {
   const [file, ...args] = SERVER_FILES[target];
-  // --profile: CPU profiles per server in <dir>/<target>/ (written when it exits; the largest is the
+  // --profile: CPU profiles per server in <dir>/<name>/ (written when it exits; the largest is the
   // main thread's, the others tsx's loader thread's) and a heap snapshot per GC'd usage.
-  const profiling = profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${path.join(profileDir, target)}`];
+  const profiling = profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${path.join(profileDir, name)}`];
   const child = track(
     spawn(process.execPath, ['--expose-gc', ...profiling, ...NODE_ARGS, file as string, ...args], {
       cwd: ROOT,
       stdio: ['pipe', 'pipe', 'inherit'],
-      env: profileDir === undefined ? process.env : { ...process.env, BENCH_PROFILE_DIR: profileDir },
+      env: { ...process.env, ...(profileDir === undefined ? {} : { BENCH_PROFILE_DIR: profileDir }), ...env },
     }),
   );
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${target} server did not start within 30 s`)), 30_000);
+    const timer = setTimeout(() => reject(new Error(`${name} server did not start within 30 s`)), 30_000);
     let out = '';
     child.stdout!.on('data', (chunk: Buffer) => {
       out += chunk.toString();
@@ -68,7 +86,7 @@ function startServer(target: Target, profileDir: string | undefined): Promise<{ 
     });
     child.once('exit', (code) => {
       clearTimeout(timer);
-      reject(new Error(`${target} server exited with ${code}`));
+      reject(new Error(`${name} server exited with ${code}`));
     });
   });
 }
@@ -115,6 +133,57 @@ function runLoad(request: LoadRequest): Promise<ScenarioResult> {
   });
 }
 
+/** Node A and node B: `ours` joined over Redis, in this run's channel prefix. */
+function startNodes(profileDir: string | undefined): Promise<{ port: number; child: ChildProcess }>[] {
+  return (['a', 'b'] as const).map((id) =>
+    startServer(`ours-${id}`, 'ours', profileDir, {
+      BENCH_REDIS_URL: REDIS_URL,
+      BENCH_REDIS_PREFIX: CHANNEL_PREFIX,
+      BENCH_NODE_ID: id.toUpperCase(),
+    }),
+  );
+}
+
+/** Why Redis cannot be used (it does not answer PING within 3 s), or `undefined` when it answers. */
+async function redisProblem(): Promise<string | undefined> {
+  const client = new Redis(REDIS_URL, {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    connectTimeout: 3000,
+    commandTimeout: 3000,
+  });
+  // The socket's own error (ECONNREFUSED, ENOTFOUND) says more than connect()'s "Connection is closed".
+  let socketError: Error | undefined;
+  client.on('error', (error: Error) => (socketError ??= error));
+  try {
+    await client.connect();
+    const reply: string = await client.ping();
+    return reply === 'PONG' ? undefined : `PING answered ${JSON.stringify(reply)}`;
+  } catch (error) {
+    return (socketError ?? (error instanceof Error ? error : new Error(String(error)))).message;
+  } finally {
+    client.disconnect();
+  }
+}
+
+/** Whether this is a CI run, where a scenario must never be skipped quietly. */
+function inCi(): boolean {
+  const ci = process.env['CI'];
+  return ci !== undefined && ci !== '' && ci !== '0' && ci !== 'false';
+}
+
+/** The reason `spec` cannot run here, or `undefined`; throws under CI. */
+async function skipReason(spec: ScenarioSpec): Promise<string | undefined> {
+  if (spec.redisNodes !== true) return undefined;
+  const problem = await redisProblem();
+  if (problem === undefined) return undefined;
+  const reason = `Redis at ${REDIS_URL} does not answer (${problem}); set BENCH_REDIS_URL`;
+  if (inCi()) throw new Error(`${spec.name}: ${reason}. CI is set, so it is not skipped.`);
+  return reason;
+}
+
 /** The commit measured, and whether the engine (lib/, adapters/) differs from it. */
 function gitState(): { commit: string; engineDirty: boolean } {
   try {
@@ -141,6 +210,10 @@ async function main(): Promise<void> {
     .find((a) => a.startsWith('--only='))
     ?.slice('--only='.length)
     .split(',');
+  const unknown = only?.filter((name) => !SCENARIOS.some((s) => s.name === name)) ?? [];
+  if (unknown.length > 0) {
+    throw new Error(`--only: no scenario ${unknown.join(', ')}; known: ${SCENARIOS.map((s) => s.name).join(', ')}`);
+  }
   const specs = SCENARIOS.filter((s) => only === undefined || only.includes(s.name));
   const started = Date.now();
   const report: Report = {
@@ -152,6 +225,7 @@ async function main(): Promise<void> {
       cpus: os.cpus().length,
       cpuModel: os.cpus()[0]?.model ?? 'unknown',
       memoryGb: Math.round(os.totalmem() / 2 ** 30),
+      loadAvg: Math.round((os.loadavg()[0] ?? 0) * 100) / 100,
     },
     git: gitState(),
     scenarios: {},
@@ -159,22 +233,47 @@ async function main(): Promise<void> {
     durationS: 0,
   };
   console.log(
-    `mcp-subscriptions benchmarks (${report.mode}): node ${process.version}, ${report.machine.cpus} × ${report.machine.cpuModel}`,
+    `mcp-subscriptions benchmarks (${report.mode}): node ${process.version}, ${report.machine.cpus} × ${report.machine.cpuModel}, load average ${report.machine.loadAvg}`,
   );
   console.log(
     "servers: ours = Express + mcpSubscriptions() + SDK; sdk = the same app on the SDK's own listen; ceiling = node:http",
   );
+  if (specs.some((s) => s.redisNodes === true)) {
+    console.log(
+      `cross-node: ours-a and ours-b = ours joined by a RedisBus on ${REDIS_URL}, channel prefix ${CHANNEL_PREFIX}`,
+    );
+  }
   for (const spec of specs) {
     const params = quick ? spec.quick : spec.full;
     console.log(`\n▶ ${spec.name}: ${spec.title}\n  params: ${JSON.stringify(params)}`);
     const t0 = Date.now();
     const profileDir = profile ? path.join(ROOT, 'bench/results/profiles', `${localDate()}-${spec.name}`) : undefined;
     if (profileDir !== undefined) mkdirSync(profileDir, { recursive: true });
-    const servers = await Promise.all(spec.targets.map((t) => startServer(t, profileDir)));
+    const skipped = await skipReason(spec);
+    if (skipped !== undefined) {
+      console.log(`  skipped: ${skipped}`);
+      report.scenarios[spec.name] = { title: spec.title, params, result: {}, skipped };
+      report.rows.push(skippedRow(spec, skipped));
+      continue;
+    }
+    const servers = await Promise.all([
+      ...spec.targets.map((t) => startServer(t, t, profileDir)),
+      ...(spec.redisNodes === true ? startNodes(profileDir) : []),
+    ]);
     const ports = Object.fromEntries(spec.targets.map((t, i) => [t, servers[i]!.port])) as Record<Target, number>;
+    const n = spec.targets.length;
+    const nodes: Nodes | undefined =
+      spec.redisNodes === true ? { a: servers[n]!.port, b: servers[n + 1]!.port } : undefined;
     let result: ScenarioResult;
     try {
-      result = await runLoad({ scenario: spec.name, ports, targets: spec.targets, params, timeoutMs: spec.timeoutMs });
+      result = await runLoad({
+        scenario: spec.name,
+        ports,
+        targets: spec.targets,
+        params,
+        timeoutMs: spec.timeoutMs,
+        ...(nodes !== undefined ? { nodes } : {}),
+      });
     } finally {
       await Promise.all(servers.map((s) => stopServer(s.child)));
     }
@@ -190,7 +289,8 @@ async function main(): Promise<void> {
 
   const resultsDir = path.join(ROOT, 'bench/results');
   mkdirSync(resultsDir, { recursive: true });
-  const base = `${localDate()}${quick ? '-quick' : ''}`;
+  // A partial run never replaces the files of the day's full run (quick ones stay ignored: `*-quick.*`).
+  const base = `${localDate()}${only === undefined ? '' : `-only-${only.join('-')}`}${quick ? '-quick' : ''}`;
   writeFileSync(path.join(resultsDir, `${base}.json`), `${JSON.stringify(report, null, 2)}\n`);
   const chartPath =
     quick || only !== undefined ? path.join(resultsDir, `${base}.svg`) : path.join(ROOT, 'docs/benchmarks.svg');

@@ -1,5 +1,5 @@
 /**
- * The eight scenarios: their parameters (full and quick), what each measures, and the figures the
+ * The nine scenarios: their parameters (full and quick), what each measures, and the figures the
  * table shows with their targets. The load generator (`load.ts`) implements them; this file only
  * describes and judges.
  */
@@ -34,11 +34,17 @@ export interface ScenarioSpec {
   readonly quick: Record<string, unknown>;
   /** Which servers it runs against. */
   readonly targets: readonly Target[];
+  /**
+   * Also run node A and node B: two `ours` joined by a `RedisBus` on one Redis. Without a Redis that
+   * answers, the scenario is skipped with the reason (a failure under CI).
+   */
+  readonly redisNodes?: boolean;
   readonly timeoutMs: number;
   readonly rows: (params: any) => RowSpec[];
 }
 
 const num = (v: unknown): number => (typeof v === 'number' ? v : Number.NaN);
+const NO_BUS = 'the SDK and the ceiling have no distributed bus (that is the point): single process only';
 const atMost = (factor: number) => (values: Partial<Record<Target, unknown>>) =>
   Number.isFinite(num(values.ours)) && Number.isFinite(num(values.ceiling))
     ? num(values.ours) <= factor * num(values.ceiling)
@@ -325,6 +331,138 @@ export const SCENARIOS: readonly ScenarioSpec[] = [
         digits: 0,
         ...(i === 0 ? { target: '0', met: (v) => (typeof v.ours === 'number' ? v.ours === 0 : undefined) } : {}),
       }));
+    },
+  },
+  {
+    name: 'crossnode',
+    title:
+      "cross-node: streams on node A, writes through node B's write route, a RedisBus between; the same load on one node",
+    full: { streams: 1000, events: 100, paced: 90, warmup: 20, rounds: 3 },
+    quick: { streams: 200, events: 50, paced: 20, warmup: 10, rounds: 1 },
+    targets: ['ours'],
+    redisNodes: true,
+    timeoutMs: 180_000,
+    rows: (p) => {
+      const trio = (key: string, digits: number) => (f: Figures) =>
+        ['single', 'cross', 'local'].map((mode) => num(f[`${mode}${key}`]).toFixed(digits)).join(' / ');
+      const plusOneMs = (single: string, cross: string) => (_v: unknown, all: ScenarioResult) => {
+        const c = num(all.ours?.[cross]);
+        return Number.isFinite(c) ? c <= num(all.ours?.[single]) + 1 : undefined;
+      };
+      return [
+        {
+          label: `crossnode ${p.streams}×${p.events}: single node, deliveries/s (stream × event, until each has the last)`,
+          unit: '/s',
+          key: 'singleDeliveriesPerSec',
+          digits: 0,
+          note: NO_BUS,
+        },
+        {
+          label: 'crossnode: cross-node (streams on A, writes on B), deliveries/s',
+          unit: '/s',
+          key: 'crossDeliveriesPerSec',
+          digits: 0,
+          target: '≥ 0.90× single node',
+          met: (_v, all) => {
+            const cross = num(all.ours?.['crossDeliveriesPerSec']);
+            return Number.isFinite(cross) ? cross >= 0.9 * num(all.ours?.['singleDeliveriesPerSec']) : undefined;
+          },
+        },
+        { label: 'crossnode: single node, publish→receive p50, writes back to back', unit: 'ms', key: 'singleP50Ms' },
+        {
+          label: 'crossnode: cross-node, publish→receive p50, writes back to back',
+          unit: 'ms',
+          key: 'crossP50Ms',
+          target: '≤ single node + 1 ms',
+          met: plusOneMs('singleP50Ms', 'crossP50Ms'),
+        },
+        { label: 'crossnode: single node, publish→receive p99, writes back to back', unit: 'ms', key: 'singleP99Ms' },
+        { label: 'crossnode: cross-node, publish→receive p99, writes back to back', unit: 'ms', key: 'crossP99Ms' },
+        {
+          label: 'crossnode: single node, publish→receive p50, one write at a time',
+          unit: 'ms',
+          key: 'singlePacedP50Ms',
+        },
+        {
+          label: 'crossnode: cross-node, publish→receive p50, one write at a time',
+          unit: 'ms',
+          key: 'crossPacedP50Ms',
+          target: '≤ single node + 1 ms',
+          met: plusOneMs('singlePacedP50Ms', 'crossPacedP50Ms'),
+        },
+        {
+          label: 'crossnode: single node, publish→receive p99, one write at a time',
+          unit: 'ms',
+          key: 'singlePacedP99Ms',
+        },
+        {
+          label: 'crossnode: cross-node, publish→receive p99, one write at a time',
+          unit: 'ms',
+          key: 'crossPacedP99Ms',
+        },
+        {
+          label: 'crossnode: one write at a time, to the first stream p50, single / cross-node',
+          unit: '',
+          value: (f) =>
+            `${num(f['singlePacedFirstP50Ms']).toFixed(2)} / ${num(f['crossPacedFirstP50Ms']).toFixed(2)} ms`,
+        },
+        {
+          label: 'crossnode: same node with RedisBus (streams and writes on A), deliveries/s',
+          unit: '/s',
+          key: 'localDeliveriesPerSec',
+          digits: 0,
+        },
+        {
+          label: 'crossnode: same node with RedisBus, p50 back to back / one at a time',
+          unit: '',
+          value: (f) => `${num(f['localP50Ms']).toFixed(2)} / ${num(f['localPacedP50Ms']).toFixed(2)} ms`,
+        },
+        {
+          label: `crossnode: frames per stream (of ${p.events}), single / cross / same node`,
+          unit: '',
+          value: trio('FramesPerStream', 1),
+        },
+        {
+          label: 'crossnode: writes answered/s, back to back, single / cross / same node',
+          unit: '',
+          value: trio('WritesPerSec', 0),
+        },
+        {
+          label: 'crossnode: frames per client read (server batching), single / cross / same node',
+          unit: '',
+          value: trio('FramesPerChunk', 2),
+        },
+        {
+          label: 'crossnode: server CPU per write, single node (write route + fan-out)',
+          unit: 'µs',
+          key: 'singleCpuUsPerEvent',
+          digits: 0,
+        },
+        {
+          label: 'crossnode: server CPU per write, cross-node: node A (bus receive + fan-out)',
+          unit: 'µs',
+          key: 'crossCpuUsPerEvent',
+          digits: 0,
+        },
+        {
+          label: 'crossnode: server CPU per write, cross-node: node B (write route + PUBLISH)',
+          unit: 'µs',
+          key: 'crossCpuUsPerEventB',
+          digits: 0,
+        },
+        {
+          label: 'crossnode: server CPU per write, same node with RedisBus: A',
+          unit: 'µs',
+          key: 'localCpuUsPerEvent',
+          digits: 0,
+        },
+        {
+          label: 'crossnode: bus messages published by B / received by A / dropped (A + B)',
+          unit: '',
+          value: (f) => ['busPublishedB', 'busReceivedA', 'busDropped'].map((k) => String(f[k])).join(' / '),
+        },
+        { label: 'crossnode: every stream got the last write, every mode', unit: '', key: 'complete' },
+      ];
     },
   },
 ];

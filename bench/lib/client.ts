@@ -23,6 +23,8 @@ export class SseReader {
   /** Data frames received, the acknowledgement included. */
   frames = 0;
   bytes = 0;
+  /** Chunks read (one per socket read that the HTTP parser turned into body): frames per chunk show batching. */
+  chunks = 0;
   ackAt = Number.NaN;
   /** When the last byte arrived. */
   lastAt = 0;
@@ -53,6 +55,7 @@ export class SseReader {
     const t = now();
     this.lastAt = t;
     this.bytes += chunk.length;
+    this.chunks++;
     if (this.capture) this.text += chunk.toString();
     const len = chunk.length;
     let pos = 0;

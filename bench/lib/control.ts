@@ -2,7 +2,8 @@
  * The control routes every benchmark server serves beside its app, so the load generator can drive
  * and observe it from another process: `POST /control/publish` publishes events back to back and
  * returns each one's publish timestamp, `GET /control/usage` returns the process's own CPU time,
- * memory (after a full GC with `?gc=1`) and open-stream count, `POST /control/prefill` seeds data.
+ * memory (after a full GC with `?gc=1`), open-stream count and (on a node joined over Redis) its bus's
+ * counters, `POST /control/prefill` seeds data.
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import path from 'node:path';
@@ -17,6 +18,17 @@ export interface ControlTarget {
   openStreams(): number;
   /** Makes the host's write route see these URIs as existing (so a write is an update). */
   prefill(uris: readonly string[]): void;
+  /** A node joined to others over Redis: its `RedisBus`'s `stats()`. */
+  bus?(): BusStats;
+}
+
+/** A `RedisBus`'s counters as `GET /control/usage` reports them (`RedisBusStats`). */
+export interface BusStats {
+  readonly connected: boolean;
+  readonly published: number;
+  readonly received: number;
+  readonly dropped: number;
+  readonly reconnects: number;
 }
 
 /** A publish order: `count` events of `kind`, the `i`th about `uris[i % uris.length]`. */
@@ -33,6 +45,8 @@ export interface Usage {
   readonly at: number;
   readonly mem: NodeJS.MemoryUsage;
   readonly streams: number;
+  /** Only on a node with a Redis bus. */
+  readonly bus?: BusStats;
 }
 
 const gc = (globalThis as { gc?: () => void }).gc;
@@ -79,7 +93,14 @@ export function serveControl(target: ControlTarget, req: IncomingMessage, res: S
         v8.writeHeapSnapshot(path.join(profileDir, `${process.argv[2] ?? 'ceiling'}-${++snapshots}.heapsnapshot`));
       }
     }
-    json(res, { cpu, at, mem: process.memoryUsage(), streams: target.openStreams() } satisfies Usage);
+    const bus = target.bus?.();
+    json(res, {
+      cpu,
+      at,
+      mem: process.memoryUsage(),
+      streams: target.openStreams(),
+      ...(bus !== undefined ? { bus } : {}),
+    } satisfies Usage);
     return true;
   }
   if (url === '/control/publish' || url === '/control/prefill') {

@@ -9,6 +9,11 @@
  * Both serve the sample app's notes service (its write route `PUT /api/notes/:owner/:name` publishes
  * `resources/updated`), its MCP server, its read check and subscribe hook, plus the `/control/*`
  * routes of `bench/lib/control.ts`. Usage: `node --expose-gc ... bench/servers/host.ts ours|sdk`.
+ *
+ * With `BENCH_REDIS_URL` set (the cross-node scenario), `ours` joins its hub to the other nodes through
+ * a `RedisBus` that owns its connections (ioredis), on the channel prefix `BENCH_REDIS_PREFIX` (unique
+ * per run, so runs sharing one Redis never hear each other) as node `BENCH_NODE_ID`; it prints its port
+ * only once the bus is connected and subscribed, so the load generator never publishes into a gap.
  */
 import { createServer } from 'node:http';
 import { toNodeHandler } from '@modelcontextprotocol/node';
@@ -16,6 +21,7 @@ import { createMcpHandler, type AuthInfo } from '@modelcontextprotocol/server';
 import express, { type RequestHandler } from 'express';
 import { SubscriptionHub } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
+import { RedisBus } from 'mcp-subscriptions/redis';
 import { authenticate, principalOf, toAuthInfo } from '../../sample-app/shared/auth.ts';
 import { isServiceError } from '../../sample-app/shared/errors.ts';
 import { createNotesMcpServer, type ReadCheck } from '../../sample-app/shared/mcp-server.ts';
@@ -48,8 +54,33 @@ const bearerAuth: RequestHandler = (req, res, next) => {
   next();
 };
 
+/** How long a node waits for its bus to connect before it gives up (the orchestrator checked Redis answers). */
+const BUS_CONNECT_MS = 10_000;
+
 const readCheck: ReadCheck = (uri, { principal }) => canRead(principal, uri);
-const hub = mode === 'ours' ? new SubscriptionHub({ maxSubscriptions: MAX_SUBSCRIPTIONS }) : undefined;
+const redisUrl = process.env['BENCH_REDIS_URL'];
+if (redisUrl !== undefined && mode !== 'ours') {
+  console.error('host.ts: BENCH_REDIS_URL applies to the ours build only (the SDK has no distributed bus)');
+  process.exit(2);
+}
+const bus =
+  redisUrl === undefined
+    ? undefined
+    : new RedisBus({
+        url: redisUrl,
+        client: 'ioredis',
+        channelPrefix: process.env['BENCH_REDIS_PREFIX'] ?? `mcp-subscriptions-bench-${process.pid}`,
+        nodeId: process.env['BENCH_NODE_ID'] ?? String(process.pid),
+        // stdout carries the port line the orchestrator parses: every log goes to stderr.
+        logger: {
+          warn: (message, details) => console.error(`[bus ${process.env['BENCH_NODE_ID']}] ${message}`, details ?? ''),
+          error: (message, details) => console.error(`[bus ${process.env['BENCH_NODE_ID']}] ${message}`, details ?? ''),
+        },
+      });
+const hub =
+  mode === 'ours'
+    ? new SubscriptionHub({ maxSubscriptions: MAX_SUBSCRIPTIONS, ...(bus !== undefined ? { bus } : {}) })
+    : undefined;
 
 // Late-bound: the notes service and the MCP server need the events before the handler exists.
 let events: NoteEvents & { toolsListChanged(): void; promptsListChanged(): void };
@@ -133,9 +164,25 @@ const control: ControlTarget = {
   prefill(uris) {
     for (const uri of uris) notes.put(PRINCIPAL, PRINCIPAL, uri.slice(uri.lastIndexOf('/') + 1), { text: 'seed' });
   },
+  ...(bus !== undefined ? { bus: () => bus.stats() } : {}),
 };
 
 const server = createServer((req, res) => {
   if (!serveControl(control, req, res)) app(req, res);
 });
-startServer(server, mode);
+if (bus === undefined) {
+  startServer(server, mode);
+} else {
+  const deadline = Date.now() + BUS_CONNECT_MS;
+  const waitForBus = (): void => {
+    if (bus.stats().connected) {
+      startServer(server, `${mode}-${process.env['BENCH_NODE_ID'] ?? ''}`);
+    } else if (Date.now() > deadline) {
+      console.error(`host.ts: the RedisBus did not connect to ${redisUrl} within ${BUS_CONNECT_MS} ms`);
+      process.exit(1);
+    } else {
+      setTimeout(waitForBus, 20);
+    }
+  };
+  waitForBus();
+}
