@@ -13,11 +13,19 @@ const CONTEXT = 'McpSubscriptions';
  * by more people than may know them.
  */
 function describe(details: unknown): string | undefined {
-  const error = (details as { error?: unknown } | undefined)?.error;
-  if (error === undefined) return undefined;
-  if (typeof error !== 'object' || error === null) return typeof error;
-  const name = (error as { name?: unknown }).name;
-  const code = (error as { code?: unknown }).code;
+  if (typeof details !== 'object' || details === null) return undefined;
+  // The engine reports a failed check as `{ errorName, errorCode }` already; other failures carry `error`.
+  const given = details as { error?: unknown; errorName?: unknown; errorCode?: unknown };
+  let name: unknown = given.errorName;
+  let code: unknown = given.errorCode;
+  if ('error' in given) {
+    const error = given.error;
+    if (typeof error !== 'object' || error === null) return typeof error;
+    name = (error as { name?: unknown }).name;
+    code = (error as { code?: unknown }).code;
+  } else if (name === undefined && code === undefined) {
+    return undefined;
+  }
   const named = typeof name === 'string' ? name : 'error';
   return typeof code === 'string' || typeof code === 'number' ? `${named} (${String(code)})` : named;
 }
