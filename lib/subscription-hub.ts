@@ -91,7 +91,7 @@ export function resolveHubOptions(options: SubscriptionHubOptions = {}): Resolve
     maxSubscriptions: positiveInteger('maxSubscriptions', given(options.maxSubscriptions, 1024)),
     maxSubscriptionsPerPrincipal: positiveIntegerOrFalse(
       'maxSubscriptionsPerPrincipal',
-      given(options.maxSubscriptionsPerPrincipal, false),
+      given(options.maxSubscriptionsPerPrincipal, 32),
     ),
     bus,
     logger,

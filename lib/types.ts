@@ -182,7 +182,13 @@ export interface SubscriptionHubOptions {
   readonly overflow?: OverflowPolicy;
   /** Open listen streams in this process (a positive integer); the next one is refused with HTTP 503. @default 1024 */
   readonly maxSubscriptions?: number;
-  /** Open listen streams per principal (a positive integer), or `false` for no per-principal bound. @default false */
+  /**
+   * Open listen streams per principal (a positive integer), or `false` for no per-principal bound; the
+   * next one of that principal is refused with HTTP 503 and `Retry-After`, while other principals still
+   * open theirs. On by default so that one caller cannot hold every slot of `maxSubscriptions`: a client
+   * needs one stream per session, and 32 leaves room for many tabs, agents and reconnects in flight.
+   * @default 32
+   */
   readonly maxSubscriptionsPerPrincipal?: number | false;
   /** Carries events between the hubs of several nodes. @default new MemoryBus() */
   readonly bus?: SubscriptionBus;

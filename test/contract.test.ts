@@ -286,11 +286,12 @@ for (const kind of SAMPLES) {
     // Spawning costs about a second each: start every configuration at once, await each where used.
     // The blocks await them in hooks given 60 s: startSample gives up after 30 s by itself, with the
     // sample's output in its message, which is the failure worth reading (not jest's hook timeout).
-    const starting: Record<'main' | 'limited' | 'conformance' | 'shutdown', Promise<SampleApp>> = {} as never;
+    const starting: Record<'main' | 'limited' | 'fair' | 'conformance' | 'shutdown', Promise<SampleApp>> = {} as never;
 
     beforeAll(() => {
       starting.main = startSample(kind);
       starting.limited = startSample(kind, { MAX_SUBSCRIPTIONS: '2', KEEPALIVE_MS: '200', MAX_BUFFER: '2' });
+      starting.fair = startSample(kind, { MAX_SUBSCRIPTIONS_PER_PRINCIPAL: '2' });
       starting.conformance = startSample(kind, { MCP_CONFORMANCE: '1' });
       starting.shutdown = startSample(kind, { HOST: undefined });
       // A failure is reported by the block that awaits it.
@@ -1227,6 +1228,38 @@ for (const kind of SAMPLES) {
       }, 60_000); // up to 500 writes, then a stop allowed 15 s
     });
 
+    describe('MAX_SUBSCRIPTIONS_PER_PRINCIPAL=2', () => {
+      let app: SampleApp;
+      beforeAll(async () => {
+        app = await starting.fair;
+      }, 60_000);
+      afterAll(async () => {
+        await app?.stop();
+      });
+      beforeEach(async () => {
+        await eventually(async () => (await openStreamCount(app)) === 0, 'no stream open before the test');
+      });
+
+      it("refuses a principal's third listen with 503 and Retry-After while another principal opens theirs; a freed slot is reusable", async () => {
+        const first = await openStream(app, alice, 'a1', { toolsListChanged: true });
+        await openStream(app, alice, 'a2', { toolsListChanged: true });
+        const third = await listenRaw(app, alice, 'a3', { toolsListChanged: true });
+        const { status, json } = await refusal(third);
+        expect(status).toBe(503);
+        expect(String(third.headers['retry-after'])).toMatch(/^\d+$|GMT$/);
+        expect(json.id).toBe('a3');
+        expect(json.error?.code).toBe(-32603);
+        expect(json.error.message).toBe('Subscription limit reached');
+        // Others are not crowded out: bob opens both of his.
+        await openStream(app, bob, 'b1', { toolsListChanged: true });
+        const { honored } = await openStream(app, bob, 'b2', { toolsListChanged: true });
+        expect(honored).toStrictEqual({ toolsListChanged: true });
+        first.stream.close();
+        await eventually(async () => (await openStreamCount(app)) === 3, "alice's first slot freed");
+        await openStream(app, alice, 'a3', { toolsListChanged: true });
+      });
+    });
+
     describe('MCP_CONFORMANCE=1', () => {
       let app: SampleApp;
       beforeAll(async () => {
@@ -1292,15 +1325,15 @@ for (const kind of SAMPLES) {
       });
     });
 
-    it('refuses to start on an invalid KEEPALIVE_MS, MAX_SUBSCRIPTIONS or MAX_BUFFER, naming it', async () => {
+    it('refuses to start on an invalid KEEPALIVE_MS, MAX_SUBSCRIPTIONS, MAX_SUBSCRIPTIONS_PER_PRINCIPAL or MAX_BUFFER, naming it', async () => {
       await Promise.all(
-        ['KEEPALIVE_MS', 'MAX_SUBSCRIPTIONS', 'MAX_BUFFER'].map(async (variable) => {
+        ['KEEPALIVE_MS', 'MAX_SUBSCRIPTIONS', 'MAX_SUBSCRIPTIONS_PER_PRINCIPAL', 'MAX_BUFFER'].map(async (variable) => {
           const started = startSample(kind, { [variable]: '-5' });
           await expect(started).rejects.toThrow(/exited with code [1-9]/);
           await expect(started).rejects.toThrow(variable);
         }),
       );
-    }, 60_000); // three samples starting at once (startSample allows each 30 s)
+    }, 60_000); // four samples starting at once (startSample allows each 30 s)
 
     redisTest(
       'REDIS_URL: instances sharing one Redis each deliver every event, exactly once',

@@ -538,6 +538,27 @@ describe('limits and reservations', () => {
     await hub.close();
   });
 
+  test('by default one principal holds at most 32 streams; the 33rd is refused while others still open theirs', async () => {
+    const { hub } = newHub();
+    expect(hub.options.maxSubscriptionsPerPrincipal).toBe(32);
+    for (let id = 1; id <= 32; id++) openStream(hub, new FakeResponse(), { principal: 'alice', id });
+    const error = capacityError(() => hub.reserve('alice', 33));
+    expect(error.message).toBe('Subscription limit reached');
+    expect(refusalStatus(error)).toBe(503);
+    expect(refusalHeaders(error)['Retry-After']).toBe('1');
+    openStream(hub, new FakeResponse(), { principal: 'bob', id: 1 });
+    expect(hub.stats().openStreams).toBe(33);
+    await hub.close();
+  });
+
+  test('maxSubscriptionsPerPrincipal: false lets one principal take every slot of maxSubscriptions', async () => {
+    const { hub } = newHub({ maxSubscriptionsPerPrincipal: false, maxSubscriptions: 40 });
+    for (let id = 1; id <= 40; id++) openStream(hub, new FakeResponse(), { principal: 'alice', id });
+    expect(capacityError(() => hub.reserve('bob', 1)).message).toBe('Subscription limit reached');
+    expect(hub.stats().openStreams).toBe(40);
+    await hub.close();
+  });
+
   test('a reservation holds a slot until it opens or is released; release is idempotent', async () => {
     const { hub } = newHub({ maxSubscriptions: 1, maxSubscriptionsPerPrincipal: 1 });
     const reservation = hub.reserve('alice', 1);
@@ -744,7 +765,7 @@ describe('hub options', () => {
     expect(hub.options.maxBuffer).toBe(5);
     expect(hub.options.overflow).toBe('drop-oldest');
     expect(hub.options.maxSubscriptions).toBe(1024);
-    expect(hub.options.maxSubscriptionsPerPrincipal).toBe(false);
+    expect(hub.options.maxSubscriptionsPerPrincipal).toBe(32);
     expect(hub.options.retryAfterSeconds).toBe(1);
     expect(hub.options.completeTimeoutMs).toBe(3000);
     await hub.close();

@@ -49,7 +49,11 @@ const bearerAuth: RequestHandler = (req, res, next) => {
 };
 
 const readCheck: ReadCheck = (uri, { principal }) => canRead(principal, uri);
-const hub = mode === 'ours' ? new SubscriptionHub({ maxSubscriptions: MAX_SUBSCRIPTIONS }) : undefined;
+// Every bench client is one principal: the per-principal share is turned off, as capacity is not under test.
+const hub =
+  mode === 'ours'
+    ? new SubscriptionHub({ maxSubscriptions: MAX_SUBSCRIPTIONS, maxSubscriptionsPerPrincipal: false })
+    : undefined;
 
 // Late-bound: the notes service and the MCP server need the events before the handler exists.
 let events: NoteEvents & { toolsListChanged(): void; promptsListChanged(): void };

@@ -127,6 +127,9 @@ export function createApp(config: Partial<SampleConfig> = {}): ExpressSample {
   const hub = new SubscriptionHub({
     maxSubscriptions: settings.maxSubscriptions,
     maxBuffer: settings.maxBuffer,
+    ...(settings.maxSubscriptionsPerPrincipal === undefined
+      ? {}
+      : { maxSubscriptionsPerPrincipal: settings.maxSubscriptionsPerPrincipal }),
     ...(sampleBus.bus === undefined ? {} : { bus: sampleBus.bus }),
   });
   const notes = new NotesService(hub);

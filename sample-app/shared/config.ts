@@ -13,6 +13,12 @@ export interface SampleConfig {
   readonly keepAliveMs: number | false;
   /** Open listen streams per process; the next one is refused with HTTP 503. @default 1024 */
   readonly maxSubscriptions: number;
+  /**
+   * Open listen streams per principal; the next one of that principal is refused with HTTP 503 and
+   * `Retry-After` while others still open theirs. `undefined` takes the library's default.
+   * @default undefined (the library's default)
+   */
+  readonly maxSubscriptionsPerPrincipal: number | undefined;
   /** Per-stream queue bound of the hub. @default 100 */
   readonly maxBuffer: number;
   /**
@@ -33,6 +39,7 @@ export const DEFAULT_CONFIG: SampleConfig = Object.freeze({
   host: '127.0.0.1',
   keepAliveMs: 15_000,
   maxSubscriptions: 1024,
+  maxSubscriptionsPerPrincipal: undefined,
   maxBuffer: 100,
   redisUrl: undefined,
   conformance: false,
@@ -63,7 +70,13 @@ function shown(value: string): string {
   return JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value);
 }
 
-function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+function integer<F extends number | undefined>(
+  env: Env,
+  name: string,
+  fallback: F,
+  min: number,
+  max: number,
+): number | F {
   const raw = read(env, name);
   if (raw === undefined) return fallback;
   // Digits only: Number() would accept '1e3', '0x10' and ' ' and parseInt() would accept '80abc'.
@@ -114,6 +127,7 @@ export function loadConfig(env: Env = process.env): SampleConfig {
     host,
     keepAliveMs: keepAliveMs === 0 ? false : keepAliveMs,
     maxSubscriptions: integer(env, 'MAX_SUBSCRIPTIONS', DEFAULT_CONFIG.maxSubscriptions, 1, 1_000_000),
+    maxSubscriptionsPerPrincipal: integer(env, 'MAX_SUBSCRIPTIONS_PER_PRINCIPAL', undefined, 1, 1_000_000),
     maxBuffer: integer(env, 'MAX_BUFFER', DEFAULT_CONFIG.maxBuffer, 1, 1_000_000),
     redisUrl: redisUrl(env),
     conformance: conformance === '1',
