@@ -26,6 +26,8 @@ export interface StreamInit {
   readonly overflow: OverflowPolicy;
   /** How long a graceful end may wait for a client that does not read before cutting it off. */
   readonly endTimeoutMs: number;
+  /** How long an open stream may stay blocked (accepting no byte) before it is closed as stalled. */
+  readonly stallTimeoutMs: number | false;
   /** The terminal result frame, written on a graceful end. */
   readonly resultFrame: string;
   readonly counters: StreamCounters;
@@ -62,6 +64,11 @@ export class ListenStream {
   private queue: StreamQueue | undefined;
   private keepAlive: NodeJS.Timeout | undefined;
   private endTimer: NodeJS.Timeout | undefined;
+  /**
+   * Armed when the stream becomes blocked; created once and refreshed on each later block, never
+   * cleared on drain (it finds the stream unblocked and does nothing): no timer churn per write.
+   */
+  private stallTimer: NodeJS.Timeout | undefined;
   private endRequested = false;
   /** Frames delivered during the current tick, written as one `write()` at its end. */
   private pending = '';
@@ -180,8 +187,30 @@ export class ListenStream {
     if (!this.res.write(text)) {
       this.blocked = true;
       this.res.once('drain', this.onDrain);
+      if (this.init.stallTimeoutMs !== false) this.armStall(this.init.stallTimeoutMs);
     }
   }
+
+  /** Starts the stall clock at this block; only on the refused write, never per accepted one. */
+  private armStall(timeoutMs: number): void {
+    if (this.stallTimer === undefined) {
+      this.stallTimer = setTimeout(this.onStall, timeoutMs);
+      this.stallTimer.unref();
+    } else {
+      this.stallTimer.refresh();
+    }
+  }
+
+  private readonly onStall = (): void => {
+    // Drained since this block: the timer is left to lapse (a later block refreshes it). An ending
+    // stream is bounded by its own end timer.
+    if (!this.blocked || this.state !== OPEN) return;
+    this.state = ENDING;
+    if (this.queue !== undefined) this.init.counters.dropped += this.queue.clear();
+    this.init.onClose(this, 'stalled');
+    // Nothing more is written: the client reads nothing. Destroying the socket frees its buffers.
+    this.teardown();
+  };
 
   private readonly flushPending = (): void => {
     const text = this.pending;
@@ -233,6 +262,7 @@ export class ListenStream {
     this.state = CLOSED;
     this.stopKeepAlive();
     if (this.endTimer !== undefined) clearTimeout(this.endTimer);
+    if (this.stallTimer !== undefined) clearTimeout(this.stallTimer);
     this.queue?.clear();
     this.queue = undefined;
     this.pending = '';

@@ -47,6 +47,7 @@ import type {
 } from './types.ts';
 import {
   durationMs,
+  durationOrFalse,
   given,
   knownKeys,
   loggerOption,
@@ -67,6 +68,7 @@ export const HUB_OPTION_KEYS = optionKeys<SubscriptionHubOptions>({
   logger: true,
   completeTimeoutMs: true,
   retryAfterSeconds: true,
+  stallTimeoutMs: true,
 });
 
 /**
@@ -97,6 +99,7 @@ export function resolveHubOptions(options: SubscriptionHubOptions = {}): Resolve
     logger,
     completeTimeoutMs: durationMs('completeTimeoutMs', given(options.completeTimeoutMs, 3000)),
     retryAfterSeconds: positiveInteger('retryAfterSeconds', given(options.retryAfterSeconds, 1)),
+    stallTimeoutMs: durationOrFalse('stallTimeoutMs', given(options.stallTimeoutMs, 60_000)),
   });
 }
 
@@ -161,6 +164,7 @@ export class SubscriptionHub {
     complete: 0,
     empty: 0,
     overflow: 0,
+    stalled: 0,
   };
   private readonly member: BusMember;
   private pending = 0;
@@ -446,6 +450,7 @@ export class SubscriptionHub {
       maxBuffer: this.options.maxBuffer,
       overflow: this.options.overflow,
       endTimeoutMs: this.options.completeTimeoutMs,
+      stallTimeoutMs: this.options.stallTimeoutMs,
       resultFrame: init.resultFrame,
       counters: this.counters,
       onClose: this.onStreamClose,

@@ -202,6 +202,16 @@ export interface SubscriptionHubOptions {
   readonly completeTimeoutMs?: number;
   /** Seconds the `Retry-After` header of a capacity refusal names (a positive integer). @default 1 */
   readonly retryAfterSeconds?: number;
+  /**
+   * How long an open stream whose socket pushes back may accept no byte before it is closed, in
+   * milliseconds (1 to 2147483647), or `false` to keep such streams for ever. The clock starts when a
+   * `write()` is refused and stops at `'drain'`; a stream that drains in time loses nothing it follows.
+   * A stalled stream is closed with the reason `'stalled'` (counted in `stats().closed.stalled`, published
+   * on `DiagnosticsChannel.StreamClose`) and its socket destroyed: a client that stopped reading would
+   * otherwise hold a slot, and up to several MB of kernel buffers, until it hangs up.
+   * @default 60000
+   */
+  readonly stallTimeoutMs?: number | false;
 }
 
 /** The hub's options after defaults and validation (`hub.options`). */
@@ -234,7 +244,9 @@ export type CloseReason =
   /** Nothing of the filter was honoured: acknowledged, then completed at once. */
   | 'empty'
   /** Its queue overflowed under the `'close'` policy. */
-  | 'overflow';
+  | 'overflow'
+  /** Its client accepted no byte for `stallTimeoutMs`: the socket was destroyed. */
+  | 'stalled';
 
 /** A snapshot of the hub's state and counters since it was created (`hub.stats()`). */
 export interface HubStats {

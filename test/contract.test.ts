@@ -291,7 +291,7 @@ for (const kind of SAMPLES) {
     beforeAll(() => {
       starting.main = startSample(kind);
       starting.limited = startSample(kind, { MAX_SUBSCRIPTIONS: '2', KEEPALIVE_MS: '200', MAX_BUFFER: '2' });
-      starting.fair = startSample(kind, { MAX_SUBSCRIPTIONS_PER_PRINCIPAL: '2' });
+      starting.fair = startSample(kind, { MAX_SUBSCRIPTIONS_PER_PRINCIPAL: '2', STALL_TIMEOUT_MS: '500' });
       starting.conformance = startSample(kind, { MCP_CONFORMANCE: '1' });
       starting.shutdown = startSample(kind, { HOST: undefined });
       // A failure is reported by the block that awaits it.
@@ -1228,7 +1228,7 @@ for (const kind of SAMPLES) {
       }, 60_000); // up to 500 writes, then a stop allowed 15 s
     });
 
-    describe('MAX_SUBSCRIPTIONS_PER_PRINCIPAL=2', () => {
+    describe('MAX_SUBSCRIPTIONS_PER_PRINCIPAL=2, STALL_TIMEOUT_MS=500', () => {
       let app: SampleApp;
       beforeAll(async () => {
         app = await starting.fair;
@@ -1258,6 +1258,40 @@ for (const kind of SAMPLES) {
         await eventually(async () => (await openStreamCount(app)) === 3, "alice's first slot freed");
         await openStream(app, alice, 'a3', { toolsListChanged: true });
       });
+
+      it('closes a stream whose client stopped reading, counting it in stats; a reading stream stays open', async () => {
+        const names = Array.from({ length: 50 }, () => uid('stall'));
+        // A long listen id is in every frame: the stopped reader's socket fills after a few rounds.
+        const stalledId = `stalled-${'x'.repeat(60_000)}`;
+        const stalled = await openStream(app, alice, stalledId, {
+          resourceSubscriptions: names.map((name) => `note://alice/${name}`),
+        });
+        const healthy = await openStream(app, bob, 'healthy', { toolsListChanged: true });
+        const before = (await app.api(alice, 'GET', '/api/subscriptions/stats')).body;
+        expect(before.closed.stalled).toBe(0);
+        stalled.stream.pause();
+        let stats: any;
+        for (let round = 0; round < 10 && !(stats?.queued > 0 || stats?.closed.stalled > 0); round++) {
+          for (const name of names) await putNote(app, alice, 'alice', name, `round ${round}`);
+          stats = (await app.api(alice, 'GET', '/api/subscriptions/stats')).body;
+        }
+        expect(stats.queued > 0 || stats.closed.stalled > 0).toBe(true); // the stopped reader's socket filled
+        stats = await eventually(async () => {
+          const body = (await app.api(alice, 'GET', '/api/subscriptions/stats')).body;
+          return body.closed.stalled >= 1 ? body : undefined;
+        }, 'the stopped reader closed as stalled');
+        expect(stats.closed.stalled).toBe(1);
+        expect(stats.openStreams).toBe(1); // the reading stream is still open
+        await app.api(carol, 'POST', '/api/catalog/tools');
+        await healthy.stream.until(
+          () => healthy.stream.events.some((e) => e.json?.method === TOOLS),
+          'the reading stream to get the tools change',
+        );
+        // The stopped reader was cut off: resuming reads whatever was buffered, then the end.
+        stalled.stream.resume();
+        await stalled.stream.end();
+        expect(stalled.stream.events.every((e) => e.json?.result === undefined)).toBe(true); // no terminal result
+      }, 60_000); // up to 500 writes, then the stall timeout
     });
 
     describe('MCP_CONFORMANCE=1', () => {
@@ -1325,15 +1359,17 @@ for (const kind of SAMPLES) {
       });
     });
 
-    it('refuses to start on an invalid KEEPALIVE_MS, MAX_SUBSCRIPTIONS, MAX_SUBSCRIPTIONS_PER_PRINCIPAL or MAX_BUFFER, naming it', async () => {
+    it('refuses to start on an invalid KEEPALIVE_MS, MAX_SUBSCRIPTIONS, MAX_SUBSCRIPTIONS_PER_PRINCIPAL, STALL_TIMEOUT_MS or MAX_BUFFER, naming it', async () => {
       await Promise.all(
-        ['KEEPALIVE_MS', 'MAX_SUBSCRIPTIONS', 'MAX_SUBSCRIPTIONS_PER_PRINCIPAL', 'MAX_BUFFER'].map(async (variable) => {
-          const started = startSample(kind, { [variable]: '-5' });
-          await expect(started).rejects.toThrow(/exited with code [1-9]/);
-          await expect(started).rejects.toThrow(variable);
-        }),
+        ['KEEPALIVE_MS', 'MAX_SUBSCRIPTIONS', 'MAX_SUBSCRIPTIONS_PER_PRINCIPAL', 'STALL_TIMEOUT_MS', 'MAX_BUFFER'].map(
+          async (variable) => {
+            const started = startSample(kind, { [variable]: '-5' });
+            await expect(started).rejects.toThrow(/exited with code [1-9]/);
+            await expect(started).rejects.toThrow(variable);
+          },
+        ),
       );
-    }, 60_000); // four samples starting at once (startSample allows each 30 s)
+    }, 60_000); // five samples starting at once (startSample allows each 30 s)
 
     redisTest(
       'REDIS_URL: instances sharing one Redis each deliver every event, exactly once',

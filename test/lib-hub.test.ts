@@ -738,6 +738,7 @@ describe('hub options', () => {
       'completeTimeoutMs',
       'retryAfterSeconds',
       'maxSubscriptionsPerPrincipal',
+      'stallTimeoutMs',
     ]) {
       for (const value of [0, -1, 1.5, '10', Number.NaN, Infinity, true]) {
         const message = optionError({ [field]: value }).message;
@@ -745,6 +746,9 @@ describe('hub options', () => {
       }
     }
     expect(optionError({ maxSubscriptions: '10' }).message).toMatch(/got `10` \(string\)/);
+    const tooLong = optionError({ stallTimeoutMs: 2 ** 31 });
+    expect(tooLong).toMatchObject({ code: ErrorCode.DurationTooLong });
+    expect(tooLong.message).toContain('`stallTimeoutMs`');
   });
 
   test('overflow, bus and logger are checked too', () => {
@@ -768,6 +772,10 @@ describe('hub options', () => {
     expect(hub.options.maxSubscriptionsPerPrincipal).toBe(32);
     expect(hub.options.retryAfterSeconds).toBe(1);
     expect(hub.options.completeTimeoutMs).toBe(3000);
+    expect(hub.options.stallTimeoutMs).toBe(60_000);
+    expect(new SubscriptionHub({ stallTimeoutMs: false, logger: recordingLogger() }).options.stallTimeoutMs).toBe(
+      false,
+    );
     await hub.close();
   });
 });

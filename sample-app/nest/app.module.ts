@@ -38,6 +38,7 @@ export class AppModule implements NestModule {
             hub: {
               maxSubscriptions: settings.maxSubscriptions,
               maxBuffer: settings.maxBuffer,
+              ...(settings.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: settings.stallTimeoutMs }),
               ...(settings.maxSubscriptionsPerPrincipal === undefined
                 ? {}
                 : { maxSubscriptionsPerPrincipal: settings.maxSubscriptionsPerPrincipal }),
