@@ -43,6 +43,17 @@ export type DeliverOutcome = 'written' | QueueOutcome | 'closed';
 /** A tick's batch is written early once it reaches this many characters (16 KiB, a socket's high-water mark). */
 const PENDING_FLUSH_CHARS = 16_384;
 
+/** The coalescing keys a filter can produce: one per list kind, URI and task id it follows. */
+function followedKeys(filter: NotificationFilter): number {
+  return (
+    (filter.toolsListChanged === true ? 1 : 0) +
+    (filter.promptsListChanged === true ? 1 : 0) +
+    (filter.resourcesListChanged === true ? 1 : 0) +
+    (filter.resourceSubscriptions?.length ?? 0) +
+    (filter.taskIds?.length ?? 0)
+  );
+}
+
 const OPEN = 0;
 const ENDING = 1;
 const CLOSED = 2;
@@ -114,19 +125,20 @@ export class ListenStream {
   /** Offers one event, serialized once per publish with a hole for this stream's id. */
   deliver(frame: SplitFrame, key: string): DeliverOutcome {
     if (this.state !== OPEN) return 'closed';
-    const text = frame.head + this.idJson + frame.tail;
     if (!this.blocked) {
       this.init.counters.written++;
       // A burst of publishes in one tick becomes one write per stream at the end of the tick: each
       // ServerResponse.write() is costly (chunk framing, corking), a string append is not. The bound
       // keeps the batch within a socket's high-water mark, so backpressure still sees every byte.
       if (this.pending === '') queueMicrotask(this.flushPending);
-      this.pending += text;
+      this.pending += frame.head + this.idJson + frame.tail;
       if (this.pending.length >= PENDING_FLUSH_CHARS) this.flushPending();
       return 'written';
     }
-    this.queue ??= new StreamQueue(this.init.maxBuffer, this.init.overflow);
-    const outcome = this.queue.push(key, text);
+    // Never below the keys the filter follows: coalescing keeps one entry per key, so the latest state
+    // of every key survives however long the socket pushes back (nothing is dropped unseen).
+    this.queue ??= new StreamQueue(Math.max(this.init.maxBuffer, followedKeys(this.filter)), this.init.overflow);
+    const outcome = this.queue.push(key, frame);
     switch (outcome) {
       case 'coalesced':
         this.init.counters.coalesced++;
@@ -226,7 +238,7 @@ export class ListenStream {
     const queue = this.queue;
     // 64 frames per write: fewer syscalls than one per frame, without building one huge string.
     while (!this.blocked && queue !== undefined && queue.size > 0 && (this.state === OPEN || this.keepQueueOnEnd)) {
-      const { text, count } = queue.take(64);
+      const { text, count } = queue.take(64, this.idJson);
       this.init.counters.written += count;
       this.write(text);
     }

@@ -172,13 +172,25 @@ export interface SubscriptionBus {
 /** Options of `new SubscriptionHub(options)`. Unknown keys are refused. */
 export interface SubscriptionHubOptions {
   /**
-   * Most events queued per stream while its client does not keep up. Coalescing keeps a queue within
-   * the distinct kinds and URIs of the stream's filter, so this bound only bites on large filters.
-   * A positive integer.
+   * Most events queued per stream while its client does not keep up (a positive integer), raised for
+   * each stream to the number of keys its filter follows (one per list kind, URI and task id: at most
+   * 3 + 2 × `maxFilterEntries`).
+   *
+   * The guarantee: the latest state of every key a stream follows survives backpressure. Coalescing
+   * keeps one queued event per key (a newer one replaces it in place), and the bound is never below
+   * the number of keys, so no list change, resource update or task's final state is ever dropped
+   * unseen; a stream that drains receives the latest of everything it follows. So a queue never
+   * overflows, and `overflow` does not come into play. Memory stays bounded all the same: a queued
+   * event is a reference to the frame its publish shares with every stream it reached (whatever the
+   * listen id's size), and a stream that accepts nothing for `stallTimeoutMs` is closed.
    * @default 100
    */
   readonly maxBuffer?: number;
-  /** What a full queue does with one more event. @default 'drop-oldest' */
+  /**
+   * What a full queue does with one more event. A queue is never smaller than the keys its stream
+   * follows, so it does not fill (see `maxBuffer`).
+   * @default 'drop-oldest'
+   */
   readonly overflow?: OverflowPolicy;
   /** Open listen streams in this process (a positive integer); the next one is refused with HTTP 503. @default 1024 */
   readonly maxSubscriptions?: number;
