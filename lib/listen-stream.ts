@@ -206,14 +206,15 @@ export class ListenStream {
   /** Starts the stall clock at this block; only on the refused write, never per accepted one. */
   private armStall(timeoutMs: number): void {
     if (this.stallTimer === undefined) {
-      this.stallTimer = setTimeout(this.onStall, timeoutMs);
+      // A closure made here, on the first block only: a stream that keeps up never pays for one.
+      this.stallTimer = setTimeout(() => this.onStall(), timeoutMs);
       this.stallTimer.unref();
     } else {
       this.stallTimer.refresh();
     }
   }
 
-  private readonly onStall = (): void => {
+  private onStall(): void {
     // Drained since this block: the timer is left to lapse (a later block refreshes it). An ending
     // stream is bounded by its own end timer.
     if (!this.blocked || this.state !== OPEN) return;
@@ -222,7 +223,7 @@ export class ListenStream {
     this.init.onClose(this, 'stalled');
     // Nothing more is written: the client reads nothing. Destroying the socket frees its buffers.
     this.teardown();
-  };
+  }
 
   private readonly flushPending = (): void => {
     const text = this.pending;
