@@ -26,6 +26,8 @@ export interface StreamInit {
   readonly overflow: OverflowPolicy;
   /** How long a graceful end may wait for a client that does not read before cutting it off. */
   readonly endTimeoutMs: number;
+  /** How long an open stream may stay blocked (accepting no byte) before it is closed as stalled. */
+  readonly stallTimeoutMs: number | false;
   /** The terminal result frame, written on a graceful end. */
   readonly resultFrame: string;
   readonly counters: StreamCounters;
@@ -40,6 +42,17 @@ export type DeliverOutcome = 'written' | QueueOutcome | 'closed';
 
 /** A tick's batch is written early once it reaches this many characters (16 KiB, a socket's high-water mark). */
 const PENDING_FLUSH_CHARS = 16_384;
+
+/** The coalescing keys a filter can produce: one per list kind, URI and task id it follows. */
+function followedKeys(filter: NotificationFilter): number {
+  return (
+    (filter.toolsListChanged === true ? 1 : 0) +
+    (filter.promptsListChanged === true ? 1 : 0) +
+    (filter.resourcesListChanged === true ? 1 : 0) +
+    (filter.resourceSubscriptions?.length ?? 0) +
+    (filter.taskIds?.length ?? 0)
+  );
+}
 
 const OPEN = 0;
 const ENDING = 1;
@@ -62,6 +75,11 @@ export class ListenStream {
   private queue: StreamQueue | undefined;
   private keepAlive: NodeJS.Timeout | undefined;
   private endTimer: NodeJS.Timeout | undefined;
+  /**
+   * Armed when the stream becomes blocked; created once and refreshed on each later block, never
+   * cleared on drain (it finds the stream unblocked and does nothing): no timer churn per write.
+   */
+  private stallTimer: NodeJS.Timeout | undefined;
   private endRequested = false;
   /** Frames delivered during the current tick, written as one `write()` at its end. */
   private pending = '';
@@ -107,19 +125,20 @@ export class ListenStream {
   /** Offers one event, serialized once per publish with a hole for this stream's id. */
   deliver(frame: SplitFrame, key: string): DeliverOutcome {
     if (this.state !== OPEN) return 'closed';
-    const text = frame.head + this.idJson + frame.tail;
     if (!this.blocked) {
       this.init.counters.written++;
       // A burst of publishes in one tick becomes one write per stream at the end of the tick: each
       // ServerResponse.write() is costly (chunk framing, corking), a string append is not. The bound
       // keeps the batch within a socket's high-water mark, so backpressure still sees every byte.
       if (this.pending === '') queueMicrotask(this.flushPending);
-      this.pending += text;
+      this.pending += frame.head + this.idJson + frame.tail;
       if (this.pending.length >= PENDING_FLUSH_CHARS) this.flushPending();
       return 'written';
     }
-    this.queue ??= new StreamQueue(this.init.maxBuffer, this.init.overflow);
-    const outcome = this.queue.push(key, text);
+    // Never below the keys the filter follows: coalescing keeps one entry per key, so the latest state
+    // of every key survives however long the socket pushes back (nothing is dropped unseen).
+    this.queue ??= new StreamQueue(Math.max(this.init.maxBuffer, followedKeys(this.filter)), this.init.overflow);
+    const outcome = this.queue.push(key, frame);
     switch (outcome) {
       case 'coalesced':
         this.init.counters.coalesced++;
@@ -180,7 +199,30 @@ export class ListenStream {
     if (!this.res.write(text)) {
       this.blocked = true;
       this.res.once('drain', this.onDrain);
+      if (this.init.stallTimeoutMs !== false) this.armStall(this.init.stallTimeoutMs);
     }
+  }
+
+  /** Starts the stall clock at this block; only on the refused write, never per accepted one. */
+  private armStall(timeoutMs: number): void {
+    if (this.stallTimer === undefined) {
+      // A closure made here, on the first block only: a stream that keeps up never pays for one.
+      this.stallTimer = setTimeout(() => this.onStall(), timeoutMs);
+      this.stallTimer.unref();
+    } else {
+      this.stallTimer.refresh();
+    }
+  }
+
+  private onStall(): void {
+    // Drained since this block: the timer is left to lapse (a later block refreshes it). An ending
+    // stream is bounded by its own end timer.
+    if (!this.blocked || this.state !== OPEN) return;
+    this.state = ENDING;
+    if (this.queue !== undefined) this.init.counters.dropped += this.queue.clear();
+    this.init.onClose(this, 'stalled');
+    // Nothing more is written: the client reads nothing. Destroying the socket frees its buffers.
+    this.teardown();
   }
 
   private readonly flushPending = (): void => {
@@ -197,7 +239,7 @@ export class ListenStream {
     const queue = this.queue;
     // 64 frames per write: fewer syscalls than one per frame, without building one huge string.
     while (!this.blocked && queue !== undefined && queue.size > 0 && (this.state === OPEN || this.keepQueueOnEnd)) {
-      const { text, count } = queue.take(64);
+      const { text, count } = queue.take(64, this.idJson);
       this.init.counters.written += count;
       this.write(text);
     }
@@ -233,6 +275,7 @@ export class ListenStream {
     this.state = CLOSED;
     this.stopKeepAlive();
     if (this.endTimer !== undefined) clearTimeout(this.endTimer);
+    if (this.stallTimer !== undefined) clearTimeout(this.stallTimer);
     this.queue?.clear();
     this.queue = undefined;
     this.pending = '';

@@ -2,6 +2,7 @@
  * The bounded, coalescing queue of one stream. It only holds frames while the socket pushes back;
  * a stream that keeps up never allocates one.
  */
+import type { SplitFrame } from './sse.ts';
 import type { OverflowPolicy } from './types.ts';
 
 /** The overflow policies, for validation. */
@@ -13,11 +14,13 @@ export type QueueOutcome = 'queued' | 'coalesced' | 'dropped-oldest' | 'dropped'
 /**
  * Insertion-ordered map from a coalescing key to the frame to write. Events are level-triggered
  * ("the tools list changed", "this URI changed"), so a second one with a key already queued merges
- * into the queued entry in place: memory is bounded by the distinct keys of the stream's filter as
- * well as by `max`.
+ * into the queued entry in place: a queue never holds more entries than the distinct keys of the
+ * stream's filter. The frames are the publish's own split frames, shared by every stream it reached;
+ * the stream's id is spliced in only when they are written, so an entry costs a reference, whatever
+ * the size of the listen id.
  */
 export class StreamQueue {
-  private readonly entries = new Map<string, string>();
+  private readonly entries = new Map<string, SplitFrame>();
 
   constructor(
     private readonly max: number,
@@ -30,7 +33,7 @@ export class StreamQueue {
   }
 
   /** Offers one frame under its coalescing key. */
-  push(key: string, frame: string): QueueOutcome {
+  push(key: string, frame: SplitFrame): QueueOutcome {
     if (this.entries.has(key)) {
       // Map.set on an existing key keeps its position: the merged event goes out where the first was.
       this.entries.set(key, frame);
@@ -54,13 +57,13 @@ export class StreamQueue {
     }
   }
 
-  /** Removes and returns up to `limit` frames joined in order, for one write. */
-  take(limit: number): { text: string; count: number } {
+  /** Removes and returns up to `limit` frames joined in order with the stream's id, for one write. */
+  take(limit: number, idJson: string): { text: string; count: number } {
     let text = '';
     let count = 0;
     for (const [key, frame] of this.entries) {
       if (count === limit) break;
-      text += frame;
+      text += frame.head + idJson + frame.tail;
       count++;
       this.entries.delete(key);
     }

@@ -48,6 +48,7 @@ import type {
 } from './types.ts';
 import {
   durationMs,
+  durationOrFalse,
   given,
   knownKeys,
   loggerOption,
@@ -68,6 +69,7 @@ export const HUB_OPTION_KEYS = optionKeys<SubscriptionHubOptions>({
   logger: true,
   completeTimeoutMs: true,
   retryAfterSeconds: true,
+  stallTimeoutMs: true,
 });
 
 /**
@@ -92,12 +94,13 @@ export function resolveHubOptions(options: SubscriptionHubOptions = {}): Resolve
     maxSubscriptions: positiveInteger('maxSubscriptions', given(options.maxSubscriptions, 1024)),
     maxSubscriptionsPerPrincipal: positiveIntegerOrFalse(
       'maxSubscriptionsPerPrincipal',
-      given(options.maxSubscriptionsPerPrincipal, false),
+      given(options.maxSubscriptionsPerPrincipal, 32),
     ),
     bus,
     logger,
     completeTimeoutMs: durationMs('completeTimeoutMs', given(options.completeTimeoutMs, 3000)),
     retryAfterSeconds: positiveInteger('retryAfterSeconds', given(options.retryAfterSeconds, 1)),
+    stallTimeoutMs: durationOrFalse('stallTimeoutMs', given(options.stallTimeoutMs, 60_000)),
   });
 }
 
@@ -162,6 +165,7 @@ export class SubscriptionHub {
     complete: 0,
     empty: 0,
     overflow: 0,
+    stalled: 0,
   };
   private readonly member: BusMember;
   private pending = 0;
@@ -472,6 +476,7 @@ export class SubscriptionHub {
       maxBuffer: this.options.maxBuffer,
       overflow: this.options.overflow,
       endTimeoutMs: this.options.completeTimeoutMs,
+      stallTimeoutMs: this.options.stallTimeoutMs,
       resultFrame: init.resultFrame,
       counters: this.counters,
       onClose: this.onStreamClose,

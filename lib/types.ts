@@ -172,17 +172,35 @@ export interface SubscriptionBus {
 /** Options of `new SubscriptionHub(options)`. Unknown keys are refused. */
 export interface SubscriptionHubOptions {
   /**
-   * Most events queued per stream while its client does not keep up. Coalescing keeps a queue within
-   * the distinct kinds and URIs of the stream's filter, so this bound only bites on large filters.
-   * A positive integer.
+   * Most events queued per stream while its client does not keep up (a positive integer), raised for
+   * each stream to the number of keys its filter follows (one per list kind, URI and task id: at most
+   * 3 + 2 × `maxFilterEntries`).
+   *
+   * The guarantee: the latest state of every key a stream follows survives backpressure. Coalescing
+   * keeps one queued event per key (a newer one replaces it in place), and the bound is never below
+   * the number of keys, so no list change, resource update or task's final state is ever dropped
+   * unseen; a stream that drains receives the latest of everything it follows. So a queue never
+   * overflows, and `overflow` does not come into play. Memory stays bounded all the same: a queued
+   * event is a reference to the frame its publish shares with every stream it reached (whatever the
+   * listen id's size), and a stream that accepts nothing for `stallTimeoutMs` is closed.
    * @default 100
    */
   readonly maxBuffer?: number;
-  /** What a full queue does with one more event. @default 'drop-oldest' */
+  /**
+   * What a full queue does with one more event. A queue is never smaller than the keys its stream
+   * follows, so it does not fill (see `maxBuffer`).
+   * @default 'drop-oldest'
+   */
   readonly overflow?: OverflowPolicy;
   /** Open listen streams in this process (a positive integer); the next one is refused with HTTP 503. @default 1024 */
   readonly maxSubscriptions?: number;
-  /** Open listen streams per principal (a positive integer), or `false` for no per-principal bound. @default false */
+  /**
+   * Open listen streams per principal (a positive integer), or `false` for no per-principal bound; the
+   * next one of that principal is refused with HTTP 503 and `Retry-After`, while other principals still
+   * open theirs. On by default so that one caller cannot hold every slot of `maxSubscriptions`: a client
+   * needs one stream per session, and 32 leaves room for many tabs, agents and reconnects in flight.
+   * @default 32
+   */
   readonly maxSubscriptionsPerPrincipal?: number | false;
   /** Carries events between the hubs of several nodes. @default new MemoryBus() */
   readonly bus?: SubscriptionBus;
@@ -196,6 +214,16 @@ export interface SubscriptionHubOptions {
   readonly completeTimeoutMs?: number;
   /** Seconds the `Retry-After` header of a capacity refusal names (a positive integer). @default 1 */
   readonly retryAfterSeconds?: number;
+  /**
+   * How long an open stream whose socket pushes back may accept no byte before it is closed, in
+   * milliseconds (1 to 2147483647), or `false` to keep such streams for ever. The clock starts when a
+   * `write()` is refused and stops at `'drain'`; a stream that drains in time loses nothing it follows.
+   * A stalled stream is closed with the reason `'stalled'` (counted in `stats().closed.stalled`, published
+   * on `DiagnosticsChannel.StreamClose`) and its socket destroyed: a client that stopped reading would
+   * otherwise hold a slot, and up to several MB of kernel buffers, until it hangs up.
+   * @default 60000
+   */
+  readonly stallTimeoutMs?: number | false;
 }
 
 /** The hub's options after defaults and validation (`hub.options`). */
@@ -228,7 +256,9 @@ export type CloseReason =
   /** Nothing of the filter was honoured: acknowledged, then completed at once. */
   | 'empty'
   /** Its queue overflowed under the `'close'` policy. */
-  | 'overflow';
+  | 'overflow'
+  /** Its client accepted no byte for `stallTimeoutMs`: the socket was destroyed. */
+  | 'stalled';
 
 /** A snapshot of the hub's state and counters since it was created (`hub.stats()`). */
 export interface HubStats {

@@ -286,11 +286,12 @@ for (const kind of SAMPLES) {
     // Spawning costs about a second each: start every configuration at once, await each where used.
     // The blocks await them in hooks given 60 s: startSample gives up after 30 s by itself, with the
     // sample's output in its message, which is the failure worth reading (not jest's hook timeout).
-    const starting: Record<'main' | 'limited' | 'conformance' | 'shutdown', Promise<SampleApp>> = {} as never;
+    const starting: Record<'main' | 'limited' | 'fair' | 'conformance' | 'shutdown', Promise<SampleApp>> = {} as never;
 
     beforeAll(() => {
       starting.main = startSample(kind);
       starting.limited = startSample(kind, { MAX_SUBSCRIPTIONS: '2', KEEPALIVE_MS: '200', MAX_BUFFER: '2' });
+      starting.fair = startSample(kind, { MAX_SUBSCRIPTIONS_PER_PRINCIPAL: '2', STALL_TIMEOUT_MS: '500' });
       starting.conformance = startSample(kind, { MCP_CONFORMANCE: '1' });
       starting.shutdown = startSample(kind, { HOST: undefined });
       // A failure is reported by the block that awaits it.
@@ -1184,38 +1185,42 @@ for (const kind of SAMPLES) {
         expect(stream.events.length).toBe(1); // keepalives are comments, not messages
       });
 
-      it("bounds a paused reader's queue by MAX_BUFFER; the paused reader holds back no other stream", async () => {
+      it('keeps the latest update of every URI a paused reader follows, beyond MAX_BUFFER; the paused reader holds back no other stream', async () => {
         const sentinel = await Sentinel.create(app);
         const names = Array.from({ length: 50 }, () => uid('flood'));
         const uris = names.map((name) => `note://alice/${name}`);
         // The listen id is in every frame: a long one fills the paused reader's socket after a few dozen
-        // events rather than tens of thousands, so the hub has to queue for it (and drop, past MAX_BUFFER).
+        // events rather than tens of thousands, so the hub has to queue for it.
         const pausedId = `paused-${'x'.repeat(60_000)}`;
         const paused = await watch(app, sentinel, alice, pausedId, { resourceSubscriptions: uris });
         const live = await watch(app, sentinel, alice, 'live', { resourceSubscriptions: uris });
         paused.stream.pause();
         const expected: string[] = [];
         let stats: any;
-        for (let round = 0; round < 10 && !(stats?.dropped > 0); round++) {
+        for (let round = 0; round < 10 && stats?.queued !== names.length; round++) {
           for (const name of names) {
             const res = await putNote(app, alice, 'alice', name, `round ${round}`);
             expect(res.status).toBe(round === 0 ? 201 : 200);
             expected.push(`${UPDATED} note://alice/${name}`);
           }
           stats = (await app.api(alice, 'GET', '/api/subscriptions/stats')).body;
-          expect(stats.queued).toBeLessThanOrEqual(2); // at most MAX_BUFFER events queued for the one paused reader
+          expect(stats.queued).toBeLessThanOrEqual(names.length); // at most one queued event per URI followed
         }
-        expect(stats.dropped).toBeGreaterThan(0); // the paused reader's queue filled
+        // A whole round while the socket was full: one queued update per URI, though MAX_BUFFER is 2.
+        expect(stats.queued).toBe(names.length);
+        expect(stats.dropped).toBe(0);
         await sentinel.fire();
         // the live reader got every update, in order
         expect(await live.next({ ordered: true })).toStrictEqual(expected);
         paused.stream.resume();
         await sentinel.fire();
         await paused.stream.until(
-          () => paused.stream.ended || paused.stream.events.some((e) => e.json?.params?.uri === sentinel.uri),
-          'the paused reader to catch up (or be ended)',
+          () => paused.stream.events.some((e) => e.json?.params?.uri === sentinel.uri),
+          'the paused reader to catch up',
           10_000,
         );
+        const received = new Set(paused.stream.events.map((e) => e.json?.params?.uri));
+        for (const uri of uris) expect(received.has(uri)).toBe(true);
         for (const event of paused.stream.events) {
           expect(event.json?.params?._meta?.[SUBSCRIPTION_ID]).toBe(pausedId); // whole frames, with their id
         }
@@ -1241,6 +1246,72 @@ for (const kind of SAMPLES) {
         expect(last.id).toBe('healthy');
         expect(last.result?.resultType).toBe('complete');
       }, 60_000); // up to 500 writes, then a stop allowed 15 s
+    });
+
+    describe('MAX_SUBSCRIPTIONS_PER_PRINCIPAL=2, STALL_TIMEOUT_MS=500', () => {
+      let app: SampleApp;
+      beforeAll(async () => {
+        app = await starting.fair;
+      }, 60_000);
+      afterAll(async () => {
+        await app?.stop();
+      });
+      beforeEach(async () => {
+        await eventually(async () => (await openStreamCount(app)) === 0, 'no stream open before the test');
+      });
+
+      it("refuses a principal's third listen with 503 and Retry-After while another principal opens theirs; a freed slot is reusable", async () => {
+        const first = await openStream(app, alice, 'a1', { toolsListChanged: true });
+        await openStream(app, alice, 'a2', { toolsListChanged: true });
+        const third = await listenRaw(app, alice, 'a3', { toolsListChanged: true });
+        const { status, json } = await refusal(third);
+        expect(status).toBe(503);
+        expect(String(third.headers['retry-after'])).toMatch(/^\d+$|GMT$/);
+        expect(json.id).toBe('a3');
+        expect(json.error?.code).toBe(-32603);
+        expect(json.error.message).toBe('Subscription limit reached');
+        // Others are not crowded out: bob opens both of his.
+        await openStream(app, bob, 'b1', { toolsListChanged: true });
+        const { honored } = await openStream(app, bob, 'b2', { toolsListChanged: true });
+        expect(honored).toStrictEqual({ toolsListChanged: true });
+        first.stream.close();
+        await eventually(async () => (await openStreamCount(app)) === 3, "alice's first slot freed");
+        await openStream(app, alice, 'a3', { toolsListChanged: true });
+      });
+
+      it('closes a stream whose client stopped reading, counting it in stats; a reading stream stays open', async () => {
+        const names = Array.from({ length: 50 }, () => uid('stall'));
+        // A long listen id is in every frame: the stopped reader's socket fills after a few rounds.
+        const stalledId = `stalled-${'x'.repeat(60_000)}`;
+        const stalled = await openStream(app, alice, stalledId, {
+          resourceSubscriptions: names.map((name) => `note://alice/${name}`),
+        });
+        const healthy = await openStream(app, bob, 'healthy', { toolsListChanged: true });
+        const before = (await app.api(alice, 'GET', '/api/subscriptions/stats')).body;
+        expect(before.closed.stalled).toBe(0);
+        stalled.stream.pause();
+        let stats: any;
+        for (let round = 0; round < 10 && !(stats?.queued > 0 || stats?.closed.stalled > 0); round++) {
+          for (const name of names) await putNote(app, alice, 'alice', name, `round ${round}`);
+          stats = (await app.api(alice, 'GET', '/api/subscriptions/stats')).body;
+        }
+        expect(stats.queued > 0 || stats.closed.stalled > 0).toBe(true); // the stopped reader's socket filled
+        stats = await eventually(async () => {
+          const body = (await app.api(alice, 'GET', '/api/subscriptions/stats')).body;
+          return body.closed.stalled >= 1 ? body : undefined;
+        }, 'the stopped reader closed as stalled');
+        expect(stats.closed.stalled).toBe(1);
+        expect(stats.openStreams).toBe(1); // the reading stream is still open
+        await app.api(carol, 'POST', '/api/catalog/tools');
+        await healthy.stream.until(
+          () => healthy.stream.events.some((e) => e.json?.method === TOOLS),
+          'the reading stream to get the tools change',
+        );
+        // The stopped reader was cut off: resuming reads whatever was buffered, then the end.
+        stalled.stream.resume();
+        await stalled.stream.end();
+        expect(stalled.stream.events.every((e) => e.json?.result === undefined)).toBe(true); // no terminal result
+      }, 60_000); // up to 500 writes, then the stall timeout
     });
 
     describe('MCP_CONFORMANCE=1', () => {
@@ -1308,15 +1379,17 @@ for (const kind of SAMPLES) {
       });
     });
 
-    it('refuses to start on an invalid KEEPALIVE_MS, MAX_SUBSCRIPTIONS or MAX_BUFFER, naming it', async () => {
+    it('refuses to start on an invalid KEEPALIVE_MS, MAX_SUBSCRIPTIONS, MAX_SUBSCRIPTIONS_PER_PRINCIPAL, STALL_TIMEOUT_MS or MAX_BUFFER, naming it', async () => {
       await Promise.all(
-        ['KEEPALIVE_MS', 'MAX_SUBSCRIPTIONS', 'MAX_BUFFER'].map(async (variable) => {
-          const started = startSample(kind, { [variable]: '-5' });
-          await expect(started).rejects.toThrow(/exited with code [1-9]/);
-          await expect(started).rejects.toThrow(variable);
-        }),
+        ['KEEPALIVE_MS', 'MAX_SUBSCRIPTIONS', 'MAX_SUBSCRIPTIONS_PER_PRINCIPAL', 'STALL_TIMEOUT_MS', 'MAX_BUFFER'].map(
+          async (variable) => {
+            const started = startSample(kind, { [variable]: '-5' });
+            await expect(started).rejects.toThrow(/exited with code [1-9]/);
+            await expect(started).rejects.toThrow(variable);
+          },
+        ),
       );
-    }, 60_000); // three samples starting at once (startSample allows each 30 s)
+    }, 60_000); // five samples starting at once (startSample allows each 30 s)
 
     redisTest(
       'REDIS_URL: instances sharing one Redis each deliver every event, exactly once',

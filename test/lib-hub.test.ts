@@ -14,6 +14,7 @@ import {
   type TaskState,
 } from 'mcp-subscriptions';
 import { refusalHeaders, refusalStatus, type ProtocolError } from '../lib/internal.ts';
+import { StreamQueue } from '../lib/stream-queue.ts';
 import {
   FakeResponse,
   openStream,
@@ -300,114 +301,90 @@ describe('bounded queues and coalescing', () => {
     await hub.close();
   });
 
-  test("'drop-oldest' (the default) keeps the newest maxBuffer events", async () => {
+  test('a filter with more keys than maxBuffer loses nothing: after drain, the latest update of every URI arrives', async () => {
+    for (const overflow of ['drop-oldest', 'drop-newest', 'close'] as const) {
+      const { hub } = newHub({ maxBuffer: 100, overflow });
+      const res = new FakeResponse();
+      res.accept = false;
+      const uris = Array.from({ length: 200 }, (_, i) => `note://n/${i}`);
+      openStream(hub, res, { filter: { resourceSubscriptions: uris } });
+      for (const uri of uris) expect(hub.resourceUpdated(uri)).toStrictEqual(report({ matched: 1, queued: 1 }));
+      // A second round merges into the first, in place: still one entry per URI.
+      for (const uri of uris) expect(hub.resourceUpdated(uri)).toStrictEqual(report({ matched: 1, coalesced: 1 }));
+      expect(hub.stats()).toMatchObject({ queued: 200, dropped: 0, openStreams: 1 });
+      res.drain();
+      expect(delivered(res)).toStrictEqual(uris.map((uri) => `notifications/resources/updated ${uri}`));
+      expect(hub.stats()).toMatchObject({ queued: 0, dropped: 0, openStreams: 1 });
+      await hub.close();
+    }
+  });
+
+  test("a list change or a task's final state queued first survives a flood of other keys", async () => {
     const { hub } = newHub({ maxBuffer: 3 });
-    expect(hub.options.overflow).toBe('drop-oldest');
     const res = new FakeResponse();
     res.accept = false;
-    const uris = ['note://1', 'note://2', 'note://3', 'note://4', 'note://5'];
-    openStream(hub, res, { filter: { resourceSubscriptions: uris } });
-    const reports = uris.map((uri) => hub.resourceUpdated(uri));
-    expect(reports.slice(0, 3)).toStrictEqual([
-      report({ matched: 1, queued: 1 }),
-      report({ matched: 1, queued: 1 }),
-      report({ matched: 1, queued: 1 }),
-    ]);
-    expect(reports[3]).toStrictEqual(report({ matched: 1, queued: 1, dropped: 1 }));
-    expect(reports[4]).toStrictEqual(report({ matched: 1, queued: 1, dropped: 1 }));
-    expect(hub.stats().queued).toBe(3);
-    expect(hub.stats().dropped).toBe(2);
-    // Coalescing into a queued URI does not count against the bound.
-    expect(hub.resourceUpdated('note://4')).toStrictEqual(report({ matched: 1, coalesced: 1 }));
+    const uris = Array.from({ length: 50 }, (_, i) => `note://n/${i}`);
+    openStream(hub, res, {
+      filter: { toolsListChanged: true, resourcesListChanged: true, resourceSubscriptions: uris, taskIds: ['t1'] },
+    });
+    hub.toolsListChanged();
+    hub.taskStatus(task('t1', 'completed', { result: { ok: true } }), 'alice');
+    for (let round = 0; round < 3; round++) for (const uri of uris) hub.resourceUpdated(uri);
+    hub.resourcesListChanged();
+    expect(hub.stats().dropped).toBe(0);
     res.drain();
     expect(delivered(res)).toStrictEqual([
-      'notifications/resources/updated note://3',
-      'notifications/resources/updated note://4',
-      'notifications/resources/updated note://5',
-    ]);
-    expect(hub.stats().openStreams).toBe(1);
-    await hub.close();
-  });
-
-  test("'drop-newest' keeps what is queued and drops the new event", async () => {
-    const { hub } = newHub({ maxBuffer: 2, overflow: 'drop-newest' });
-    const res = new FakeResponse();
-    res.accept = false;
-    openStream(hub, res, { filter: { resourceSubscriptions: ['note://1', 'note://2', 'note://3'] } });
-    hub.resourceUpdated('note://1');
-    hub.resourceUpdated('note://2');
-    expect(hub.resourceUpdated('note://3')).toStrictEqual(report({ matched: 1, dropped: 1 }));
-    expect(hub.resourceUpdated('note://2')).toStrictEqual(report({ matched: 1, coalesced: 1 }));
-    expect(hub.stats().queued).toBe(2);
-    res.drain();
-    expect(delivered(res)).toStrictEqual([
-      'notifications/resources/updated note://1',
-      'notifications/resources/updated note://2',
+      'notifications/tools/list_changed',
+      'notifications/tasks t1 completed',
+      ...uris.map((uri) => `notifications/resources/updated ${uri}`),
+      'notifications/resources/list_changed',
     ]);
     await hub.close();
   });
 
-  test("'close' ends the stream on overflow: its slot frees, its queue is dropped, the result follows on drain", async () => {
-    const { hub } = newHub({ maxBuffer: 2, overflow: 'close', maxSubscriptions: 1 });
-    const res = new FakeResponse();
-    res.accept = false;
-    openStream(hub, res, { filter: { resourceSubscriptions: ['note://1', 'note://2', 'note://3'] } });
-    hub.resourceUpdated('note://1');
-    hub.resourceUpdated('note://2');
-    expect(hub.resourceUpdated('note://3')).toStrictEqual(report({ matched: 1, dropped: 1, closed: 1 }));
-    const stats = hub.stats();
-    expect(stats.openStreams).toBe(0);
-    expect(stats.closed.overflow).toBe(1);
-    expect(stats.queued).toBe(0);
-    expect(hub.resourceUpdated('note://1')).toStrictEqual(report({}));
-    // The slot is free at once, before the overflowed response has even finished.
-    const next = new FakeResponse();
-    openStream(hub, next, { id: 'next', filter: { toolsListChanged: true } });
-    res.drain();
-    expect(res.messages()).toStrictEqual([]);
-    expect(res.text.endsWith(RESULT_MARKER)).toBeTruthy();
-    expect(res.writableEnded).toBe(true);
-    expect(res.violations).toStrictEqual([]);
-    await hub.close();
-  });
-
-  test('maxBuffer defaults to 100 distinct events', async () => {
+  test('maxBuffer defaults to 100; a stream that follows fewer keys queues at most one event per key', async () => {
     const { hub } = newHub();
     expect(hub.stats().maxBuffer).toBe(100);
     const res = new FakeResponse();
     res.accept = false;
-    const uris = Array.from({ length: 101 }, (_, i) => `note://n/${i}`);
-    openStream(hub, res, { filter: { resourceSubscriptions: uris } });
-    const dropped = uris.map((uri) => hub.resourceUpdated(uri).dropped).reduce((a, b) => a + b, 0);
-    expect(dropped).toBe(1);
-    expect(hub.stats().queued).toBe(100);
+    openStream(hub, res, { filter: { toolsListChanged: true, resourceSubscriptions: ['note://a'] } });
+    for (let i = 0; i < 500; i++) {
+      hub.toolsListChanged();
+      hub.resourceUpdated('note://a');
+    }
+    expect(hub.stats()).toMatchObject({ queued: 2, coalesced: 998, dropped: 0 });
     res.drain();
-    expect(res.messages().length).toBe(100);
-    expect(res.messages()[0].params.uri).toBe('note://n/1');
+    expect(delivered(res)).toStrictEqual([
+      'notifications/tools/list_changed',
+      'notifications/resources/updated note://a',
+    ]);
     await hub.close();
   });
 });
 
-describe('overflow during fan-out', () => {
-  test("a stream closed by the 'close' policy does not stop delivery to the others", async () => {
-    const { hub } = newHub({ maxBuffer: 1, overflow: 'close' });
-    const slow = new FakeResponse();
-    const fast = new FakeResponse();
-    const alsoFast = new FakeResponse();
-    openStream(hub, slow, { id: 'slow', filter: { resourceSubscriptions: ['note://1', 'note://2'] } });
-    openStream(hub, fast, { id: 'fast', filter: { resourceSubscriptions: ['note://1', 'note://2'] } });
-    openStream(hub, alsoFast, { id: 'also', filter: { resourceSubscriptions: ['note://2'] } });
-    slow.accept = false;
-    expect(hub.resourceUpdated('note://1')).toStrictEqual(report({ matched: 2, written: 2 }));
-    await settle(); // the tick's batch is written now, and fills slow's socket
-    expect(hub.resourceUpdated('note://2')).toStrictEqual(report({ matched: 3, written: 2, queued: 1 }));
-    expect(hub.resourceUpdated('note://1')).toStrictEqual(report({ matched: 2, written: 1, dropped: 1, closed: 1 }));
-    expect(hub.resourceUpdated('note://2')).toStrictEqual(report({ matched: 2, written: 2 }));
-    await settle();
-    expect(delivered(fast).length).toBe(4);
-    expect(delivered(alsoFast).length).toBe(2);
-    expect(hub.stats().openStreams).toBe(2);
-    await hub.close();
+describe('StreamQueue overflow policies (a queue offered more keys than its bound)', () => {
+  const frame = (name: string) => ({ head: `${name}:`, tail: ';' });
+
+  test("'drop-oldest' forgets the oldest entry; coalescing does not count against the bound", () => {
+    const queue = new StreamQueue(2, 'drop-oldest');
+    expect(['a', 'b', 'c'].map((key) => queue.push(key, frame(key)))).toStrictEqual([
+      'queued',
+      'queued',
+      'dropped-oldest',
+    ]);
+    expect(queue.push('c', frame('c2'))).toBe('coalesced');
+    expect(queue.take(64, '1')).toStrictEqual({ text: 'b:1;c2:1;', count: 2 });
+  });
+
+  test("'drop-newest' keeps what is queued; 'close' reports the overflow", () => {
+    const newest = new StreamQueue(1, 'drop-newest');
+    newest.push('a', frame('a'));
+    expect(newest.push('b', frame('b'))).toBe('dropped');
+    expect(newest.take(64, '"x"')).toStrictEqual({ text: 'a:"x";', count: 1 });
+    const close = new StreamQueue(1, 'close');
+    close.push('a', frame('a'));
+    expect(close.push('b', frame('b'))).toBe('overflow');
+    expect(close.clear()).toBe(1);
   });
 });
 
@@ -535,6 +512,27 @@ describe('limits and reservations', () => {
     // hub.cancel frees alice's slot synchronously.
     expect(hub.cancel('alice', 1)).toBe(1);
     openStream(hub, new FakeResponse(), { principal: 'alice', id: 2 });
+    await hub.close();
+  });
+
+  test('by default one principal holds at most 32 streams; the 33rd is refused while others still open theirs', async () => {
+    const { hub } = newHub();
+    expect(hub.options.maxSubscriptionsPerPrincipal).toBe(32);
+    for (let id = 1; id <= 32; id++) openStream(hub, new FakeResponse(), { principal: 'alice', id });
+    const error = capacityError(() => hub.reserve('alice', 33));
+    expect(error.message).toBe('Subscription limit reached');
+    expect(refusalStatus(error)).toBe(503);
+    expect(refusalHeaders(error)['Retry-After']).toBe('1');
+    openStream(hub, new FakeResponse(), { principal: 'bob', id: 1 });
+    expect(hub.stats().openStreams).toBe(33);
+    await hub.close();
+  });
+
+  test('maxSubscriptionsPerPrincipal: false lets one principal take every slot of maxSubscriptions', async () => {
+    const { hub } = newHub({ maxSubscriptionsPerPrincipal: false, maxSubscriptions: 40 });
+    for (let id = 1; id <= 40; id++) openStream(hub, new FakeResponse(), { principal: 'alice', id });
+    expect(capacityError(() => hub.reserve('bob', 1)).message).toBe('Subscription limit reached');
+    expect(hub.stats().openStreams).toBe(40);
     await hub.close();
   });
 
@@ -721,6 +719,7 @@ describe('hub options', () => {
       'completeTimeoutMs',
       'retryAfterSeconds',
       'maxSubscriptionsPerPrincipal',
+      'stallTimeoutMs',
     ]) {
       for (const value of [0, -1, 1.5, '10', Number.NaN, Infinity, true]) {
         const message = optionError({ [field]: value }).message;
@@ -728,6 +727,9 @@ describe('hub options', () => {
       }
     }
     expect(optionError({ maxSubscriptions: '10' }).message).toMatch(/got `10` \(string\)/);
+    const tooLong = optionError({ stallTimeoutMs: 2 ** 31 });
+    expect(tooLong).toMatchObject({ code: ErrorCode.DurationTooLong });
+    expect(tooLong.message).toContain('`stallTimeoutMs`');
   });
 
   test('overflow, bus and logger are checked too', () => {
@@ -748,9 +750,13 @@ describe('hub options', () => {
     expect(hub.options.maxBuffer).toBe(5);
     expect(hub.options.overflow).toBe('drop-oldest');
     expect(hub.options.maxSubscriptions).toBe(1024);
-    expect(hub.options.maxSubscriptionsPerPrincipal).toBe(false);
+    expect(hub.options.maxSubscriptionsPerPrincipal).toBe(32);
     expect(hub.options.retryAfterSeconds).toBe(1);
     expect(hub.options.completeTimeoutMs).toBe(3000);
+    expect(hub.options.stallTimeoutMs).toBe(60_000);
+    expect(new SubscriptionHub({ stallTimeoutMs: false, logger: recordingLogger() }).options.stallTimeoutMs).toBe(
+      false,
+    );
     await hub.close();
   });
 });

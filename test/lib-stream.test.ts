@@ -3,7 +3,8 @@
  * keepalives under fake timers, exactly-once teardown, graceful end and its cut-off.
  */
 import { afterEach, describe, expect, jest, test } from '@jest/globals';
-import { SubscriptionHub } from 'mcp-subscriptions';
+import diagnostics from 'node:diagnostics_channel';
+import { DiagnosticsChannel, SubscriptionHub, type StreamCloseMessage } from 'mcp-subscriptions';
 import {
   ACK_MARKER,
   FakeResponse,
@@ -170,6 +171,156 @@ describe('backpressure', () => {
       expect(res.listenerCount('drain')).toBe(0);
     }
     await hub.close();
+  });
+});
+
+describe('stalled streams', () => {
+  /** StreamClose diagnostics published until `stop()`. */
+  function closeMessages(): { messages: StreamCloseMessage[]; stop: () => void } {
+    const messages: StreamCloseMessage[] = [];
+    const onMessage = (message: unknown): void => void messages.push(message as StreamCloseMessage);
+    diagnostics.subscribe(DiagnosticsChannel.StreamClose, onMessage);
+    return { messages, stop: () => diagnostics.unsubscribe(DiagnosticsChannel.StreamClose, onMessage) };
+  }
+
+  test('a stream that accepts no byte for stallTimeoutMs is closed as stalled: counted, published, its socket destroyed', async () => {
+    fakeTimers();
+    const hub = newHub({ stallTimeoutMs: 1000 });
+    const close = closeMessages();
+    try {
+      const res = new FakeResponse();
+      openStream(hub, res, { principal: 'alice', filter: { resourceSubscriptions: ['note://a', 'note://b'] } });
+      res.accept = false;
+      hub.resourceUpdated('note://a');
+      await settle(); // the tick's batch is written now, and fills the socket: the stall clock starts
+      expect(hub.resourceUpdated('note://b').queued).toBe(1);
+      jest.advanceTimersByTime(999);
+      expect(hub.stats().openStreams).toBe(1);
+      expect(res.destroyed).toBe(false);
+      jest.advanceTimersByTime(1);
+      const stats = hub.stats();
+      expect(stats.openStreams).toBe(0);
+      expect(stats.closed.stalled).toBe(1);
+      expect(stats.queued).toBe(0);
+      expect(stats.dropped).toBe(1); // the queued update it will never read
+      expect(res.destroyed).toBe(true);
+      expect(res.text.includes(RESULT_MARKER)).toBe(false); // nothing more is written to a client that does not read
+      expect(res.listenerCount('drain')).toBe(0);
+      expect(jest.getTimerCount()).toBe(0);
+      expect(close.messages).toStrictEqual([
+        {
+          principal: 'alice',
+          reason: 'stalled',
+          filter: {
+            toolsListChanged: false,
+            promptsListChanged: false,
+            resourcesListChanged: false,
+            resourceSubscriptions: 2,
+            taskIds: 0,
+          },
+        },
+      ]);
+      // Its slot is free at once.
+      expect(hub.resourceUpdated('note://a')).toStrictEqual(report({}));
+      expect(res.violations).toStrictEqual([]);
+    } finally {
+      close.stop();
+      await hub.close();
+    }
+  });
+
+  test('a stream that drains before the timeout stays open and receives the latest state of all it follows', async () => {
+    fakeTimers();
+    const hub = newHub({ stallTimeoutMs: 1000 });
+    const res = new FakeResponse();
+    const uris = ['note://a', 'note://b', 'note://c'];
+    openStream(hub, res, { filter: { toolsListChanged: true, resourceSubscriptions: uris } });
+    res.accept = false;
+    hub.toolsListChanged();
+    await settle(); // fills the socket
+    for (const uri of uris) hub.resourceUpdated(uri);
+    hub.toolsListChanged();
+    jest.advanceTimersByTime(999);
+    res.drain();
+    jest.advanceTimersByTime(10_000); // the lapsed clock closes nothing once the socket drained
+    expect(hub.stats().openStreams).toBe(1);
+    expect(hub.stats().closed.stalled).toBe(0);
+    expect(res.messages().map((m) => m.params.uri ?? m.method)).toStrictEqual([
+      'notifications/tools/list_changed',
+      ...uris,
+      'notifications/tools/list_changed',
+    ]);
+    // Blocked again later: the clock starts afresh at the new block, not at the first one.
+    res.accept = false;
+    hub.toolsListChanged();
+    await settle();
+    jest.advanceTimersByTime(999);
+    expect(hub.stats().openStreams).toBe(1);
+    jest.advanceTimersByTime(1);
+    expect(hub.stats().closed.stalled).toBe(1);
+    expect(res.violations).toStrictEqual([]);
+    await hub.close();
+  });
+
+  test('one stall timer per stream however often the socket fills: none per write', async () => {
+    fakeTimers();
+    const hub = newHub({ stallTimeoutMs: 1000 });
+    const res = new FakeResponse();
+    openStream(hub, res, { filter: { toolsListChanged: true } });
+    for (let i = 0; i < 100; i++) hub.toolsListChanged();
+    await settle();
+    expect(jest.getTimerCount()).toBe(0); // a stream that keeps up holds no timer at all
+    for (let i = 0; i < 5; i++) {
+      res.accept = false;
+      hub.toolsListChanged();
+      await settle(); // fills the socket
+      expect(jest.getTimerCount()).toBe(1);
+      jest.advanceTimersByTime(500);
+      res.drain();
+    }
+    expect(jest.getTimerCount()).toBe(1);
+    expect(hub.stats().openStreams).toBe(1);
+    await hub.close();
+    expect(jest.getTimerCount()).toBe(0);
+  });
+
+  test('stallTimeoutMs defaults to 60000; false keeps a blocked stream open for ever', async () => {
+    fakeTimers();
+    const byDefault = newHub();
+    expect(byDefault.options.stallTimeoutMs).toBe(60_000);
+    const off = newHub({ stallTimeoutMs: false });
+    const a = new FakeResponse();
+    const b = new FakeResponse();
+    a.accept = false;
+    b.accept = false;
+    openStream(byDefault, a);
+    openStream(off, b);
+    jest.advanceTimersByTime(59_999);
+    expect(byDefault.stats().openStreams).toBe(1);
+    jest.advanceTimersByTime(1);
+    expect(byDefault.stats().closed.stalled).toBe(1);
+    jest.advanceTimersByTime(24 * 3600_000);
+    expect(off.stats().openStreams).toBe(1);
+    expect(jest.getTimerCount()).toBe(0);
+    await byDefault.close();
+    const closing = off.close();
+    b.drain();
+    await closing;
+  });
+
+  test('a graceful end under way is bounded by completeTimeoutMs, not cut short as stalled', async () => {
+    fakeTimers();
+    const hub = newHub({ stallTimeoutMs: 100, completeTimeoutMs: 1000 });
+    const res = new FakeResponse();
+    res.accept = false;
+    openStream(hub, res);
+    const closing = hub.close();
+    jest.advanceTimersByTime(500);
+    expect(res.destroyed).toBe(false);
+    res.drain();
+    await closing;
+    expect(res.text.endsWith(RESULT_MARKER)).toBe(true);
+    expect(hub.stats().closed).toMatchObject({ complete: 1, stalled: 0 });
   });
 });
 

@@ -77,9 +77,14 @@ const bus =
           error: (message, details) => console.error(`[bus ${process.env['BENCH_NODE_ID']}] ${message}`, details ?? ''),
         },
       });
+// Every bench client is one principal: the per-principal share is turned off, as capacity is not under test.
 const hub =
   mode === 'ours'
-    ? new SubscriptionHub({ maxSubscriptions: MAX_SUBSCRIPTIONS, ...(bus !== undefined ? { bus } : {}) })
+    ? new SubscriptionHub({
+        maxSubscriptions: MAX_SUBSCRIPTIONS,
+        maxSubscriptionsPerPrincipal: false,
+        ...(bus !== undefined ? { bus } : {}),
+      })
     : undefined;
 
 // Late-bound: the notes service and the MCP server need the events before the handler exists.

@@ -127,6 +127,10 @@ export function createApp(config: Partial<SampleConfig> = {}): ExpressSample {
   const hub = new SubscriptionHub({
     maxSubscriptions: settings.maxSubscriptions,
     maxBuffer: settings.maxBuffer,
+    ...(settings.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: settings.stallTimeoutMs }),
+    ...(settings.maxSubscriptionsPerPrincipal === undefined
+      ? {}
+      : { maxSubscriptionsPerPrincipal: settings.maxSubscriptionsPerPrincipal }),
     ...(sampleBus.bus === undefined ? {} : { bus: sampleBus.bus }),
   });
   const notes = new NotesService(hub);

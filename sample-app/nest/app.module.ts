@@ -38,6 +38,10 @@ export class AppModule implements NestModule {
             hub: {
               maxSubscriptions: settings.maxSubscriptions,
               maxBuffer: settings.maxBuffer,
+              ...(settings.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: settings.stallTimeoutMs }),
+              ...(settings.maxSubscriptionsPerPrincipal === undefined
+                ? {}
+                : { maxSubscriptionsPerPrincipal: settings.maxSubscriptionsPerPrincipal }),
               ...(sample.bus === undefined ? {} : { bus: sample.bus }),
             },
             // Providers, resolved by token once the app is up: they depend on services that inject the hub.

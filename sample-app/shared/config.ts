@@ -13,6 +13,18 @@ export interface SampleConfig {
   readonly keepAliveMs: number | false;
   /** Open listen streams per process; the next one is refused with HTTP 503. @default 1024 */
   readonly maxSubscriptions: number;
+  /**
+   * Open listen streams per principal; the next one of that principal is refused with HTTP 503 and
+   * `Retry-After` while others still open theirs. `undefined` takes the library's default.
+   * @default undefined (the library's default)
+   */
+  readonly maxSubscriptionsPerPrincipal: number | undefined;
+  /**
+   * How long a listen stream whose client accepts no byte may stay open, in milliseconds, or `false` to
+   * keep it (`STALL_TIMEOUT_MS=0`). `undefined` takes the library's default.
+   * @default undefined (the library's default)
+   */
+  readonly stallTimeoutMs: number | false | undefined;
   /** Per-stream queue bound of the hub. @default 100 */
   readonly maxBuffer: number;
   /**
@@ -33,6 +45,8 @@ export const DEFAULT_CONFIG: SampleConfig = Object.freeze({
   host: '127.0.0.1',
   keepAliveMs: 15_000,
   maxSubscriptions: 1024,
+  maxSubscriptionsPerPrincipal: undefined,
+  stallTimeoutMs: undefined,
   maxBuffer: 100,
   redisUrl: undefined,
   conformance: false,
@@ -63,7 +77,13 @@ function shown(value: string): string {
   return JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value);
 }
 
-function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+function integer<F extends number | undefined>(
+  env: Env,
+  name: string,
+  fallback: F,
+  min: number,
+  max: number,
+): number | F {
   const raw = read(env, name);
   if (raw === undefined) return fallback;
   // Digits only: Number() would accept '1e3', '0x10' and ' ' and parseInt() would accept '80abc'.
@@ -105,6 +125,7 @@ export function loadConfig(env: Env = process.env): SampleConfig {
     throw new ConfigError('HOST', `expected a host name or IP address, got ${shown(host)}`);
   }
   const keepAliveMs = integer(env, 'KEEPALIVE_MS', 15_000, 0, 2_147_483_647);
+  const stallTimeoutMs = integer(env, 'STALL_TIMEOUT_MS', undefined, 0, 2_147_483_647);
   const conformance = read(env, 'MCP_CONFORMANCE');
   if (conformance !== undefined && conformance !== '1' && conformance !== '0') {
     throw new ConfigError('MCP_CONFORMANCE', `expected 1 (on) or 0 (off), got ${shown(conformance)}`);
@@ -114,6 +135,8 @@ export function loadConfig(env: Env = process.env): SampleConfig {
     host,
     keepAliveMs: keepAliveMs === 0 ? false : keepAliveMs,
     maxSubscriptions: integer(env, 'MAX_SUBSCRIPTIONS', DEFAULT_CONFIG.maxSubscriptions, 1, 1_000_000),
+    maxSubscriptionsPerPrincipal: integer(env, 'MAX_SUBSCRIPTIONS_PER_PRINCIPAL', undefined, 1, 1_000_000),
+    stallTimeoutMs: stallTimeoutMs === 0 ? false : stallTimeoutMs,
     maxBuffer: integer(env, 'MAX_BUFFER', DEFAULT_CONFIG.maxBuffer, 1, 1_000_000),
     redisUrl: redisUrl(env),
     conformance: conformance === '1',
