@@ -8,7 +8,7 @@ import type { AuthInfo } from '@modelcontextprotocol/server';
 import express, { type ErrorRequestHandler, type Express, type Request, type RequestHandler } from 'express';
 import { SubscriptionHub } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
-import { createSampleBus } from '../shared/bus.ts';
+import { createSampleBus, sampleHubOptions } from '../shared/bus.ts';
 import { authenticate, principalOf, toAuthInfo } from '../shared/auth.ts';
 import { CatalogService, isCatalogName } from '../shared/catalog-service.ts';
 import { DEFAULT_CONFIG, type SampleConfig } from '../shared/config.ts';
@@ -124,15 +124,7 @@ const errorHandler: ErrorRequestHandler = (error: unknown, _req, res, next) => {
 export function createApp(config: Partial<SampleConfig> = {}): ExpressSample {
   const settings: SampleConfig = { ...DEFAULT_CONFIG, ...config };
   const sampleBus = createSampleBus(settings);
-  const hub = new SubscriptionHub({
-    maxSubscriptions: settings.maxSubscriptions,
-    maxBuffer: settings.maxBuffer,
-    ...(settings.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: settings.stallTimeoutMs }),
-    ...(settings.maxSubscriptionsPerPrincipal === undefined
-      ? {}
-      : { maxSubscriptionsPerPrincipal: settings.maxSubscriptionsPerPrincipal }),
-    ...(sampleBus.bus === undefined ? {} : { bus: sampleBus.bus }),
-  });
+  const hub = new SubscriptionHub(sampleHubOptions(settings, sampleBus.bus));
   const notes = new NotesService(hub);
   const tasks = new TasksService(hub);
   const catalog = new CatalogService(hub);

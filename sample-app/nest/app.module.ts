@@ -8,6 +8,7 @@ import { Module, type DynamicModule, type MiddlewareConsumer, type NestModule } 
 import { APP_FILTER, APP_GUARD } from '@nestjs/core';
 import { McpSubscriptionsModule } from 'mcp-subscriptions/nest';
 import type { SampleConfig } from '../shared/config.ts';
+import { sampleHubOptions } from '../shared/bus.ts';
 import { offer } from '../shared/offer.ts';
 import { CatalogController, NotesController, StatsController, TasksController } from './api.controllers.ts';
 import { BearerAuthGuard } from './bearer-auth.guard.ts';
@@ -35,15 +36,7 @@ export class AppModule implements NestModule {
           inject: [SAMPLE_CONFIG, SampleBusProvider],
           useFactory: (settings: SampleConfig, { sample }: SampleBusProvider) => ({
             capabilities: offer,
-            hub: {
-              maxSubscriptions: settings.maxSubscriptions,
-              maxBuffer: settings.maxBuffer,
-              ...(settings.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: settings.stallTimeoutMs }),
-              ...(settings.maxSubscriptionsPerPrincipal === undefined
-                ? {}
-                : { maxSubscriptionsPerPrincipal: settings.maxSubscriptionsPerPrincipal }),
-              ...(sample.bus === undefined ? {} : { bus: sample.bus }),
-            },
+            hub: sampleHubOptions(settings, sample.bus),
             // Providers, resolved by token once the app is up: they depend on services that inject the hub.
             handleSubscribeResource: NoteSubscribeHook,
             canAccessTask: TaskAccessCheck,

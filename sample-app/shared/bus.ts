@@ -3,7 +3,7 @@
  * own two connections, so that every instance sharing that Redis delivers every event and every
  * `notifications/cancelled`. Framework-free: both samples build it here.
  */
-import type { SubscriptionBus } from 'mcp-subscriptions';
+import type { SubscriptionBus, SubscriptionHubOptions } from 'mcp-subscriptions';
 import { RedisBus } from 'mcp-subscriptions/redis';
 import type { SampleConfig } from './config.ts';
 
@@ -33,5 +33,18 @@ export function createSampleBus(config: Pick<SampleConfig, 'redisUrl'>): SampleB
       while (!bus.stats().connected && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
     },
     close: () => bus.close(),
+  };
+}
+
+/** The hub's options for `config`, on `bus`: what both samples build their hub from. */
+export function sampleHubOptions(config: SampleConfig, bus: SubscriptionBus | undefined): SubscriptionHubOptions {
+  return {
+    maxSubscriptions: config.maxSubscriptions,
+    maxBuffer: config.maxBuffer,
+    ...(config.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: config.stallTimeoutMs }),
+    ...(config.maxSubscriptionsPerPrincipal === undefined
+      ? {}
+      : { maxSubscriptionsPerPrincipal: config.maxSubscriptionsPerPrincipal }),
+    ...(bus === undefined ? {} : { bus }),
   };
 }

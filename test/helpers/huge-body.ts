@@ -3,6 +3,7 @@
  * server closes the connection: for the tests that a body over the limit is answered 413 and never
  * read to its end.
  */
+import { expect } from '@jest/globals';
 import type http from 'node:http';
 import net from 'node:net';
 
@@ -75,4 +76,22 @@ export async function sendHugeBody(
   }
   await closed;
   return { response, sent };
+}
+
+/**
+ * Asserts the refusal of a huge body: a 413 with `Connection: close` and the JSON-RPC -32600, answered
+ * while the client was still sending, after the server read about `limit` bytes (within `slack`) and not
+ * what the client went on sending. The numbers show on failure.
+ */
+export function expectRefusedUnread(outcome: HugeBodyOutcome, serverRead: number, limit: number, slack: number): void {
+  const { response, sent } = outcome;
+  expect(response.split('\r\n')[0]).toBe('HTTP/1.1 413 Payload Too Large');
+  expect(response.toLowerCase()).toContain('\r\nconnection: close\r\n');
+  expect(response).toContain('"code":-32600');
+  expect(sent).toBeLessThan(HUGE_BODY_BYTES);
+  expect({ serverRead, sent, withinLimit: serverRead <= limit + slack }).toStrictEqual({
+    serverRead,
+    sent,
+    withinLimit: true,
+  });
 }
