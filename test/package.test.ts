@@ -10,7 +10,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -242,6 +242,11 @@ describe('consumers compiled against the tarball with their own tsconfig, then r
       const build = format === 'commonjs' ? 'dist/cjs' : 'dist';
       installPacked(packed!.tarball, dir);
       rmSync(path.join(dir, 'dist'), { recursive: true, force: true });
+      // Every consumer of one format compiles the same source, written into its own src/ so that it
+      // resolves the package from its own node_modules and takes its module format from its own
+      // package.json, as an app's source does.
+      mkdirSync(path.join(dir, 'src'), { recursive: true });
+      copyFileSync(path.join(CONSUMERS, 'sources', `${format}.ts`), path.join(dir, 'src', 'index.ts'));
 
       let listed: string;
       try {

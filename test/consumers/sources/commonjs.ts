@@ -1,5 +1,6 @@
-// A CommonJS consumer of the packed package: a value and a type from each entry, then where `require()`
-// found each entry, printed as one JSON line for test/package.test.ts.
+// The source of every CommonJS consumer of the packed package (test/package.test.ts writes it into each
+// consumer's src/ before compiling it there): a value and a type from each entry, then where the
+// entries were found, printed as one JSON line.
 import { SubscriptionHub, type HubStats } from 'mcp-subscriptions';
 import { mcpSubscriptions, type McpSubscriptionsMiddleware } from 'mcp-subscriptions/express';
 import { McpSubscriptionsModule, type McpSubscriptionsModuleOptions } from 'mcp-subscriptions/nest';
