@@ -62,6 +62,48 @@ function latencies(out: number[], reader: SseReader, from: number, t: readonly n
 }
 
 /**
+ * Waits until every reader has `events` frames past `base`, or nothing arrived anywhere for 300 ms
+ * since `sentAt` (a server may coalesce identical events for a socket that pushes back), then collects
+ * the round: frames received, publish→receive latencies (frame j is event j, except a last frame that
+ * arrives short of `events`: it carries the latest event), and when the last stream had its last frame.
+ */
+async function collectRound(
+  readers: readonly SseReader[],
+  base: readonly number[],
+  t: readonly number[],
+  events: number,
+  sentAt: number,
+  latencies: number[],
+): Promise<{ frames: number; last: number; complete: boolean }> {
+  const lastAny = (): number => readers.reduce((m, x) => Math.max(m, x.lastAt), 0);
+  await waitFor(
+    () =>
+      readers.every((x, i) => x.events >= (base[i] as number) + events) ||
+      (now() - sentAt > 300 && now() - lastAny() > 300),
+    60_000,
+    10,
+  );
+  let frames = 0;
+  let last = 0;
+  let complete = true;
+  readers.forEach((x, i) => {
+    const from = base[i] as number;
+    const m = x.events - from;
+    frames += m;
+    if (m === 0) {
+      complete = false;
+      return;
+    }
+    for (let j = 0; j < m && from + j < x.times.length; j++) {
+      const event = j === m - 1 ? events - 1 : j;
+      latencies.push((x.times[from + j] as number) - (t[event] as number));
+    }
+    last = Math.max(last, x.times[Math.min(from + m, x.times.length) - 1] as number);
+  });
+  return { frames, last, complete };
+}
+
+/**
  * 1. fan-out: N streams on toolsListChanged, E events back to back, R rounds. A server may coalesce
  * identical events for a socket that pushes back (ours does), so a stream is done when it has E
  * frames or when nothing has arrived anywhere for 300 ms; its last frame stands for the last event.
@@ -86,32 +128,10 @@ const fanout: Scenario = async (ports, targets, p: { streams: number; events: nu
       const u0 = await usage(port);
       const t = await publish(port, { kind: 'tools', count: p.events });
       const published = now();
-      const lastAny = (): number => readers.reduce((m, x) => Math.max(m, x.lastAt), 0);
-      await waitFor(
-        () =>
-          readers.every((x, i) => x.events >= (base[i] as number) + p.events) ||
-          (now() - published > 300 && now() - lastAny() > 300),
-        60_000,
-        10,
-      );
+      const round = await collectRound(readers, base, t, p.events, published, lat);
       const u1 = await usage(port);
-      let frames = 0;
-      let last = 0;
-      readers.forEach((x, i) => {
-        const from = base[i] as number;
-        const m = x.events - from;
-        frames += m;
-        if (m === 0) {
-          complete = false;
-          return;
-        }
-        for (let j = 0; j < m && from + j < x.times.length; j++) {
-          // Frame j is event j, except a last frame that arrives short of E: it carries the latest event.
-          const event = j === m - 1 ? p.events - 1 : j;
-          lat.push((x.times[from + j] as number) - (t[event] as number));
-        }
-        last = Math.max(last, x.times[Math.min(from + m, x.times.length) - 1] as number);
-      });
+      const { frames, last } = round;
+      if (!round.complete) complete = false;
       const seconds = (last - (t[0] as number)) / 1000;
       const offered = p.streams * p.events;
       rates.push(offered / seconds);
@@ -558,33 +578,9 @@ async function writeBurst(
       await writer.put(name, k);
     }
     const written = now();
-    const lastAny = (): number => readers.reduce((m, x) => Math.max(m, x.lastAt), 0);
-    await waitFor(
-      () =>
-        readers.every((x, i) => x.events >= (base[i] as number) + events) ||
-        (now() - written > 300 && now() - lastAny() > 300),
-      60_000,
-      10,
-    );
-    const u1 = await Promise.all(cpuPorts.map((port) => usage(port)));
     const latencies: number[] = [];
-    let frames = 0;
-    let last = 0;
-    let complete = true;
-    readers.forEach((x, i) => {
-      const from = base[i] as number;
-      const m = x.events - from;
-      frames += m;
-      if (m === 0) {
-        complete = false;
-        return;
-      }
-      for (let j = 0; j < m && from + j < x.times.length; j++) {
-        const event = j === m - 1 ? events - 1 : j;
-        latencies.push((x.times[from + j] as number) - (t[event] as number));
-      }
-      last = Math.max(last, x.times[Math.min(from + m, x.times.length) - 1] as number);
-    });
+    const { frames, last, complete } = await collectRound(readers, base, t, events, written, latencies);
+    const u1 = await Promise.all(cpuPorts.map((port) => usage(port)));
     return {
       deliveriesPerSec: (readers.length * events) / ((last - (t[0] as number)) / 1000),
       writesPerSec: events / ((written - (t[0] as number)) / 1000),

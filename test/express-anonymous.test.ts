@@ -5,23 +5,14 @@
  * is literally `anonymous` is a principal like any other, outside that pool.
  */
 import { describe, expect, test } from '@jest/globals';
-import type { Request, RequestHandler } from 'express';
 import { SubscriptionHub, type TaskState } from 'mcp-subscriptions';
 import { mcpSubscriptions, type McpSubscriptionsOptions } from 'mcp-subscriptions/express';
-import { expressFlavours, listenOn, type ExpressFlavour } from './helpers/express-apps.ts';
+import { authFromUserHeader, expressFlavours, listenOn, type ExpressFlavour } from './helpers/express-apps.ts';
 import { recordingLogger } from './helpers/fake-response.ts';
 import { listenBody, listenHeaders, post, type SseStream } from './helpers/sse.ts';
 
 const TASKS_META = {
   'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } },
-};
-
-/** Principal from the X-User header, when there is one; without it the caller is anonymous. */
-const authAs: RequestHandler = (req, _res, next) => {
-  const user = req.get('x-user');
-  if (user !== undefined)
-    (req as Request & { auth?: unknown }).auth = { token: 't', clientId: 'c', scopes: [], extra: { sub: user } };
-  next();
 };
 
 function cancelBody(requestId: string | number) {
@@ -45,7 +36,7 @@ async function serve(
   const app = flavour.express();
   app.post(
     '/mcp',
-    authAs,
+    authFromUserHeader,
     mcpSubscriptions({
       hub,
       capabilities: { toolsListChanged: true, tasks: true },

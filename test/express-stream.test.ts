@@ -8,7 +8,13 @@ import { describe, expect, test } from '@jest/globals';
 import type { Request, RequestHandler } from 'express';
 import { SubscriptionHub, type TaskState } from 'mcp-subscriptions';
 import { mcpSubscriptions, type McpSubscriptionsOptions } from 'mcp-subscriptions/express';
-import { expressFlavours, listenOn, type ExpressFlavour, type RunningServer } from './helpers/express-apps.ts';
+import {
+  authFromUserHeader,
+  expressFlavours,
+  listenOn,
+  type ExpressFlavour,
+  type RunningServer,
+} from './helpers/express-apps.ts';
 import { recordingLogger, waitFor } from './helpers/fake-response.ts';
 import { exposeGc } from './helpers/gc.ts';
 import { testUnless } from './helpers/skip.ts';
@@ -17,14 +23,6 @@ import { listen, listenBody, listenHeaders, post, type SseStream } from './helpe
 const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
 const TASKS_META = {
   'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } },
-};
-
-/** Principal from the X-User header, as the SDK's bearer auth would set req.auth. */
-const authAs: RequestHandler = (req, _res, next) => {
-  const user = req.get('x-user');
-  if (user !== undefined)
-    (req as Request & { auth?: unknown }).auth = { token: 't', clientId: 'c', scopes: [], extra: { sub: user } };
-  next();
 };
 
 interface Served {
@@ -56,7 +54,7 @@ async function serve(
   const app = flavour.express();
   app.post(
     '/mcp',
-    authAs,
+    authFromUserHeader,
     ...(init.before ?? []),
     mcpSubscriptions({
       hub,

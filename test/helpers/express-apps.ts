@@ -5,7 +5,7 @@
 import type http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createRequire } from 'node:module';
-import express5 from 'express';
+import express5, { type Request, type RequestHandler } from 'express';
 
 const require = createRequire(import.meta.url);
 // @types/express describes v5; the parts the tests use are the same in v4.
@@ -56,3 +56,15 @@ export function readRaw(req: http.IncomingMessage): Promise<string> {
     req.on('error', reject);
   });
 }
+
+/**
+ * Auth for tests: the principal comes from the `X-User` header, set on `req.auth` in the shape the
+ * SDK's bearer auth gives it; without the header the caller is anonymous.
+ */
+export const authFromUserHeader: RequestHandler = (req, _res, next) => {
+  const user = req.get('x-user');
+  if (user !== undefined) {
+    (req as Request & { auth?: unknown }).auth = { token: 't', clientId: 'c', scopes: [], extra: { sub: user } };
+  }
+  next();
+};
