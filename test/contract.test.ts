@@ -243,21 +243,26 @@ async function twoInstances(kind: (typeof SAMPLES)[number], url: string): Promis
 }
 
 /**
- * Waits until both instances deliver each other's events: the sentinel's creation on each (one event
- * per instance) has reached a probe stream on each, so Redis carries both directions.
+ * Waits until both instances deliver each other's events, and until nothing published before this call
+ * is still on its way: probes on both instances follow a note of their own, which is then created on
+ * `a` and on `b` (one event per instance). Redis keeps one publisher's messages in order, so once each
+ * probe has both creations, everything `a` and `b` published earlier (the sentinel's own creation
+ * included) has been delivered, and cannot arrive late on a stream opened afterwards. (Counting the
+ * sentinel's events instead would not do: its creation on the other instance may still be in flight
+ * and be counted in place of a later firing, which then lands on the stream under test.)
  */
-async function warm(a: SampleApp, b: SampleApp, sentinel: Sentinel): Promise<void> {
+async function warm(a: SampleApp, b: SampleApp): Promise<void> {
+  const name = uid('warm');
+  const uri = `note://shared/${name}`;
   const probes = await Promise.all(
-    [a, b].map((instance) => watch(instance, sentinel, carol, uid('warm'), { resourcesListChanged: true })),
+    [a, b].map((instance) => openStream(instance, carol, uid('warm'), { resourceSubscriptions: [uri] })),
   );
-  await sentinel.fire(a);
-  await sentinel.fire(b);
-  for (const probe of probes) {
+  for (const instance of [a, b]) expect((await putNote(instance, carol, 'shared', name, 'warm')).status).toBe(201);
+  for (const { stream } of probes) {
     const updates = () =>
-      probe.stream.events.filter((event) => event.json?.method === UPDATED && event.json.params.uri === sentinel.uri)
-        .length;
-    await probe.stream.until(() => updates() >= 2, 'the sentinel fired on both instances');
-    probe.stream.close();
+      stream.events.filter((event) => event.json?.method === UPDATED && event.json.params.uri === uri).length;
+    await stream.until(() => updates() >= 2, 'the warm-up note created on both instances');
+    stream.close();
   }
 }
 
@@ -1465,7 +1470,7 @@ for (const kind of SAMPLES) {
         const [a, b] = await twoInstances(kind, redis.url);
         try {
           const sentinel = await Sentinel.create(a, b);
-          await warm(a, b, sentinel);
+          await warm(a, b);
           const id = uid('cross-cancel');
           const watcher = await watch(a, sentinel, alice, id, { toolsListChanged: true });
           // Bob names alice's id on the other instance: her stream goes on.
@@ -1495,7 +1500,7 @@ for (const kind of SAMPLES) {
         let restarted: Awaited<ReturnType<typeof startRedis>>;
         try {
           const sentinel = await Sentinel.create(a, b);
-          await warm(a, b, sentinel);
+          await warm(a, b);
           const name = uid('outage');
           const uri = `note://alice/${name}`;
           const onA = await watch(a, sentinel, alice, uid('outage-a'), { resourceSubscriptions: [uri] });
