@@ -15,26 +15,99 @@ export interface StreamCounters {
   cutOff: number;
 }
 
-/** What a stream is made of. It keeps nothing of the request but these. */
-export interface StreamInit {
-  readonly id: RequestId;
-  readonly principal: string;
-  /** The honoured filter, as acknowledged. */
-  readonly filter: NotificationFilter;
-  readonly keepAliveMs: number | false;
+/**
+ * What every stream of one hub shares: bounds, counters and callbacks, the end-of-tick flush and the
+ * keepalive clocks. One object per hub, so that an open stream holds a reference, not a copy.
+ */
+export interface StreamShared {
   readonly maxBuffer: number;
   readonly overflow: OverflowPolicy;
   /** How long a graceful end may wait for a client that does not read before cutting it off. */
   readonly endTimeoutMs: number;
   /** How long an open stream may stay blocked (accepting no byte) before it is closed as stalled. */
   readonly stallTimeoutMs: number | false;
-  /** The terminal result frame, written on a graceful end. */
-  readonly resultFrame: string;
   readonly counters: StreamCounters;
   /** Called exactly once, as soon as the stream stops accepting events. */
   readonly onClose: (stream: ListenStream, reason: CloseReason) => void;
   /** Called when the queue overflows, before the policy acts. */
   readonly onOverflow: (stream: ListenStream) => void;
+  /** Writes the stream's batch at the end of this tick (see {@link TickFlush}). */
+  readonly flush: TickFlush;
+  /** The keepalive clocks, one per interval (see {@link KeepAliveClocks}). */
+  readonly keepAlive: KeepAliveClocks;
+}
+
+/** What one stream is made of. It keeps nothing of the request but these. */
+export interface StreamInit {
+  readonly id: RequestId;
+  readonly principal: string;
+  /** The honoured filter, as acknowledged. */
+  readonly filter: NotificationFilter;
+  readonly keepAliveMs: number | false;
+  /** The terminal result frame, written on a graceful end. */
+  readonly resultFrame: string;
+}
+
+/**
+ * The end-of-tick flush of one hub: the streams that batched frames in this tick, written by one
+ * microtask for all of them, not one per stream (a microtask and a closure per stream per tick is
+ * most of what a one-event fan-out costs beside the write itself).
+ */
+export class TickFlush {
+  private streams: ListenStream[] = [];
+
+  /** Adds `stream` to this tick's batch; the first addition of a tick schedules the flush. */
+  add(stream: ListenStream): void {
+    if (this.streams.push(stream) === 1) queueMicrotask(this.run);
+  }
+
+  private readonly run = (): void => {
+    const streams = this.streams;
+    this.streams = [];
+    for (let i = 0; i < streams.length; i++) (streams[i] as ListenStream).flushBatch();
+  };
+}
+
+/**
+ * One interval timer per keepalive period for all of a hub's streams, instead of a timer and a closure
+ * per stream. A clock starts with its first stream and stops with its last, so the first stream of a
+ * clock gets its first keepalive `keepAliveMs` after it opened; a later one within `keepAliveMs`
+ * (never later), then every `keepAliveMs`.
+ */
+export class KeepAliveClocks {
+  private readonly clocks = new Map<number, { readonly timer: NodeJS.Timeout; readonly streams: Set<ListenStream> }>();
+
+  join(stream: ListenStream, ms: number): void {
+    const clock = this.clocks.get(ms);
+    if (clock !== undefined) {
+      clock.streams.add(stream);
+      return;
+    }
+    const streams = new Set([stream]);
+    const timer = setInterval(() => {
+      for (const member of streams) member.keepAliveTick();
+    }, ms);
+    timer.unref();
+    this.clocks.set(ms, { timer, streams });
+  }
+
+  leave(stream: ListenStream, ms: number): void {
+    const clock = this.clocks.get(ms);
+    if (clock === undefined || !clock.streams.delete(stream) || clock.streams.size > 0) return;
+    clearInterval(clock.timer);
+    this.clocks.delete(ms);
+  }
+}
+
+/** Which stream a response belongs to: the `'close'` and `'drain'` listeners are shared functions. */
+const streamOf = new WeakMap<StreamResponse, ListenStream>();
+
+function onResponseClose(this: StreamResponse): void {
+  streamOf.get(this)?.responseClosed();
+}
+
+function onResponseDrain(this: StreamResponse): void {
+  streamOf.get(this)?.drained();
 }
 
 /** What happened to one event offered to a stream. */
@@ -68,12 +141,13 @@ export class ListenStream {
   readonly filter: NotificationFilter;
 
   private readonly res: StreamResponse;
-  private readonly init: StreamInit;
+  private readonly shared: StreamShared;
+  private readonly keepAliveMs: number | false;
+  private readonly resultFrame: string;
   private state = OPEN;
   /** True from a `write()` that returned false until `'drain'`. */
   private blocked = false;
   private queue: StreamQueue | undefined;
-  private keepAlive: NodeJS.Timeout | undefined;
   private endTimer: NodeJS.Timeout | undefined;
   /**
    * Armed when the stream becomes blocked; created once and refreshed on each later block, never
@@ -87,13 +161,15 @@ export class ListenStream {
   private finished: Promise<void> | undefined;
   private resolveFinished: (() => void) | undefined;
 
-  constructor(res: StreamResponse, init: StreamInit) {
+  constructor(res: StreamResponse, init: StreamInit, shared: StreamShared) {
     this.res = res;
-    this.init = init;
+    this.shared = shared;
     this.id = init.id;
     this.idJson = JSON.stringify(init.id);
     this.principal = init.principal;
     this.filter = init.filter;
+    this.keepAliveMs = init.keepAliveMs;
+    this.resultFrame = init.resultFrame;
   }
 
   /** Events waiting for the socket to drain. */
@@ -114,44 +190,42 @@ export class ListenStream {
   open(ackFrame: string): void {
     this.res.socket?.setNoDelay?.(true);
     this.res.writeHead(200, { ...SSE_HEADERS });
-    this.res.on('close', this.onResponseClose);
+    streamOf.set(this.res, this);
+    this.res.on('close', onResponseClose);
     this.write(ackFrame);
-    if (this.init.keepAliveMs !== false) {
-      this.keepAlive = setInterval(this.onKeepAlive, this.init.keepAliveMs);
-      this.keepAlive.unref();
-    }
+    if (this.keepAliveMs !== false) this.shared.keepAlive.join(this, this.keepAliveMs);
   }
 
   /** Offers one event, serialized once per publish with a hole for this stream's id. */
   deliver(frame: SplitFrame, key: string): DeliverOutcome {
     if (this.state !== OPEN) return 'closed';
     if (!this.blocked) {
-      this.init.counters.written++;
+      this.shared.counters.written++;
       // A burst of publishes in one tick becomes one write per stream at the end of the tick: each
       // ServerResponse.write() is costly (chunk framing, corking), a string append is not. The bound
       // keeps the batch within a socket's high-water mark, so backpressure still sees every byte.
-      if (this.pending === '') queueMicrotask(this.flushPending);
+      if (this.pending === '') this.shared.flush.add(this);
       this.pending += frame.head + this.idJson + frame.tail;
-      if (this.pending.length >= PENDING_FLUSH_CHARS) this.flushPending();
+      if (this.pending.length >= PENDING_FLUSH_CHARS) this.flushBatch();
       return 'written';
     }
     // Never below the keys the filter follows: coalescing keeps one entry per key, so the latest state
     // of every key survives however long the socket pushes back (nothing is dropped unseen).
-    this.queue ??= new StreamQueue(Math.max(this.init.maxBuffer, followedKeys(this.filter)), this.init.overflow);
+    this.queue ??= new StreamQueue(Math.max(this.shared.maxBuffer, followedKeys(this.filter)), this.shared.overflow);
     const outcome = this.queue.push(key, frame);
     switch (outcome) {
       case 'coalesced':
-        this.init.counters.coalesced++;
+        this.shared.counters.coalesced++;
         break;
       case 'dropped':
       case 'dropped-oldest':
-        this.init.counters.dropped++;
-        this.init.onOverflow(this);
+        this.shared.counters.dropped++;
+        this.shared.onOverflow(this);
         break;
       case 'overflow':
-        this.init.counters.dropped++;
-        this.init.onOverflow(this);
-        void this.end('overflow', false, this.init.endTimeoutMs);
+        this.shared.counters.dropped++;
+        this.shared.onOverflow(this);
+        void this.end('overflow', false, this.shared.endTimeoutMs);
         break;
       case 'queued':
         break;
@@ -171,13 +245,13 @@ export class ListenStream {
     this.stopKeepAlive();
     this.endRequested = true;
     this.keepQueueOnEnd = keepQueue;
-    if (!keepQueue && this.queue !== undefined) this.init.counters.dropped += this.queue.clear();
-    this.init.onClose(this, reason);
+    if (!keepQueue && this.queue !== undefined) this.shared.counters.dropped += this.queue.clear();
+    this.shared.onClose(this, reason);
     this.flush();
     // Still blocked (before, or by the batch just written): wait for drain, within bounds.
     if (this.blocked && this.state === ENDING && timeoutMs > 0) {
       this.endTimer = setTimeout(() => {
-        this.init.counters.cutOff++;
+        this.shared.counters.cutOff++;
         this.teardown();
       }, timeoutMs);
       this.endTimer.unref();
@@ -189,17 +263,43 @@ export class ListenStream {
   cancel(reason: 'client' | 'cancelled'): void {
     if (this.state === OPEN) {
       this.state = ENDING;
-      this.init.onClose(this, reason);
+      this.shared.onClose(this, reason);
     }
     this.teardown();
     if (!this.res.writableEnded && !this.res.destroyed) this.res.destroy();
   }
 
+  /** Writes this tick's batch: at the end of the tick, or at once past the bound. For {@link TickFlush}. */
+  flushBatch(): void {
+    const text = this.pending;
+    if (text === '') return;
+    this.pending = '';
+    if (this.state !== CLOSED) this.write(text);
+  }
+
+  /** The socket took everything: write what waited. For the shared `'drain'` listener. */
+  drained(): void {
+    this.blocked = false;
+    this.flush();
+  }
+
+  /** The response closed (the client left, or the end completed). For the shared `'close'` listener. */
+  responseClosed(): void {
+    if (this.state === OPEN) this.cancel('client');
+    else this.teardown();
+  }
+
+  /** A keepalive period passed. For {@link KeepAliveClocks}. */
+  keepAliveTick(): void {
+    // A batch about to be written keeps the connection alive anyway; a keepalive must not overtake it.
+    if (!this.blocked && this.state === OPEN && this.pending === '') this.write(KEEPALIVE_FRAME);
+  }
+
   private write(text: string): void {
     if (!this.res.write(text)) {
       this.blocked = true;
-      this.res.once('drain', this.onDrain);
-      if (this.init.stallTimeoutMs !== false) this.armStall(this.init.stallTimeoutMs);
+      this.res.once('drain', onResponseDrain);
+      if (this.shared.stallTimeoutMs !== false) this.armStall(this.shared.stallTimeoutMs);
     }
   }
 
@@ -219,54 +319,31 @@ export class ListenStream {
     // stream is bounded by its own end timer.
     if (!this.blocked || this.state !== OPEN) return;
     this.state = ENDING;
-    if (this.queue !== undefined) this.init.counters.dropped += this.queue.clear();
-    this.init.onClose(this, 'stalled');
+    if (this.queue !== undefined) this.shared.counters.dropped += this.queue.clear();
+    this.shared.onClose(this, 'stalled');
     // Nothing more is written: the client reads nothing. Destroying the socket frees its buffers.
     this.teardown();
   }
 
-  private readonly flushPending = (): void => {
-    const text = this.pending;
-    if (text === '') return;
-    this.pending = '';
-    if (this.state !== CLOSED) this.write(text);
-  };
-
   private flush(): void {
     // Frames batched in this tick precede anything queued later (the queue only fills while blocked,
     // and a batch only grows while not).
-    if (!this.blocked) this.flushPending();
+    if (!this.blocked) this.flushBatch();
     const queue = this.queue;
     // 64 frames per write: fewer syscalls than one per frame, without building one huge string.
     while (!this.blocked && queue !== undefined && queue.size > 0 && (this.state === OPEN || this.keepQueueOnEnd)) {
       const { text, count } = queue.take(64, this.idJson);
-      this.init.counters.written += count;
+      this.shared.counters.written += count;
       this.write(text);
     }
     if (!this.blocked && this.endRequested && this.state === ENDING) {
-      this.res.end(this.init.resultFrame);
+      this.res.end(this.resultFrame);
       this.teardown();
     }
   }
 
-  private readonly onDrain = (): void => {
-    this.blocked = false;
-    this.flush();
-  };
-
-  private readonly onKeepAlive = (): void => {
-    // A batch about to be written keeps the connection alive anyway; a keepalive must not overtake it.
-    if (!this.blocked && this.state === OPEN && this.pending === '') this.write(KEEPALIVE_FRAME);
-  };
-
-  private readonly onResponseClose = (): void => {
-    if (this.state === OPEN) this.cancel('client');
-    else this.teardown();
-  };
-
   private stopKeepAlive(): void {
-    if (this.keepAlive !== undefined) clearInterval(this.keepAlive);
-    this.keepAlive = undefined;
+    if (this.keepAliveMs !== false) this.shared.keepAlive.leave(this, this.keepAliveMs);
   }
 
   /** Frees everything; runs once whatever path got here. */
@@ -279,8 +356,9 @@ export class ListenStream {
     this.queue?.clear();
     this.queue = undefined;
     this.pending = '';
-    this.res.removeListener('close', this.onResponseClose);
-    this.res.removeListener('drain', this.onDrain);
+    this.res.removeListener('close', onResponseClose);
+    this.res.removeListener('drain', onResponseDrain);
+    streamOf.delete(this.res);
     if (!this.res.writableEnded && !this.res.destroyed) this.res.destroy();
     this.resolveFinished?.();
   }

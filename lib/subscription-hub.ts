@@ -19,9 +19,10 @@ import {
   ProtocolError,
   SUBSCRIPTION_LIMIT_MESSAGE,
 } from './errors.ts';
-import { ListenStream, type StreamCounters } from './listen-stream.ts';
+import { KeepAliveClocks, ListenStream, TickFlush, type StreamCounters, type StreamShared } from './listen-stream.ts';
 import { ANONYMOUS_GROUP, quotaKey } from './principal.ts';
 import { eventFrame, validateEvent } from './protocol.ts';
+import type { SplitFrame } from './sse.ts';
 import { OVERFLOW_POLICIES } from './stream-queue.ts';
 import type {
   BusMember,
@@ -108,17 +109,69 @@ function requestKey(principal: string, id: RequestId): string {
   return `${principal}\u0000${typeof id === 'number' ? 'n' : 's'}${id}`;
 }
 
-function addTo<K>(index: Map<K, Set<ListenStream>>, key: K, stream: ListenStream): void {
-  const set = index.get(key);
-  if (set === undefined) index.set(key, new Set([stream]));
-  else set.add(stream);
+/**
+ * An index entry: the one stream that holds a key, or a set once two or more do. Most URIs, task ids
+ * and request keys are held by one stream: a Set each (about 350 bytes, and an allocation per key on
+ * open) would be most of an idle stream's memory and of a thousand-URI open's cost.
+ */
+type Entry = ListenStream | Set<ListenStream>;
+
+function addTo<K>(index: Map<K, Entry>, key: K, stream: ListenStream): void {
+  const entry = index.get(key);
+  if (entry === undefined) index.set(key, stream);
+  else if (entry instanceof Set) entry.add(stream);
+  else if (entry !== stream) index.set(key, new Set([entry, stream]));
 }
 
-function removeFrom<K>(index: Map<K, Set<ListenStream>>, key: K, stream: ListenStream): void {
-  const set = index.get(key);
-  if (set === undefined) return;
-  set.delete(stream);
-  if (set.size === 0) index.delete(key);
+function removeFrom<K>(index: Map<K, Entry>, key: K, stream: ListenStream): void {
+  const entry = index.get(key);
+  if (entry === stream) index.delete(key);
+  else if (entry instanceof Set && entry.delete(stream) && entry.size === 1) {
+    // Back to one holder: the set goes, as it came.
+    index.set(key, entry.values().next().value as ListenStream);
+  }
+}
+
+/** The streams of an entry, as a list safe to iterate while they close. */
+function streamsOf(entry: Entry | undefined): ListenStream[] {
+  return entry === undefined ? [] : entry instanceof Set ? [...entry] : [entry];
+}
+
+/** Offers one event to one stream and counts what became of it: the hot path's inner step. */
+function offer(
+  stream: ListenStream,
+  frame: SplitFrame,
+  key: string,
+  owner: string | undefined,
+  report: PublishReport,
+): void {
+  // A task's changes reach only streams whose principal owns it now (spec §7).
+  if (owner !== undefined && stream.principal !== owner) return;
+  report.matched++;
+  switch (stream.deliver(frame, key)) {
+    case 'written':
+      report.written++;
+      break;
+    case 'queued':
+      report.queued++;
+      break;
+    case 'coalesced':
+      report.coalesced++;
+      break;
+    case 'dropped-oldest':
+      report.queued++;
+      report.dropped++;
+      break;
+    case 'dropped':
+      report.dropped++;
+      break;
+    case 'overflow':
+      report.dropped++;
+      report.closed++;
+      break;
+    case 'closed':
+      break;
+  }
 }
 
 function filterSummary(filter: NotificationFilter): FilterSummary {
@@ -152,13 +205,15 @@ export class SubscriptionHub {
     prompts_list_changed: new Set(),
     resources_list_changed: new Set(),
   };
-  private readonly byUri = new Map<string, Set<ListenStream>>();
-  private readonly byTask = new Map<string, Set<ListenStream>>();
-  private readonly byRequest = new Map<string, Set<ListenStream>>();
+  private readonly byUri = new Map<string, Entry>();
+  private readonly byTask = new Map<string, Entry>();
+  private readonly byRequest = new Map<string, Entry>();
   /** Open and pending streams per principal; entries at zero are deleted. */
   private readonly perPrincipal = new Map<string, number>();
   private readonly listeners = new Set<(event: SubscriptionEvent) => void>();
   private readonly counters: StreamCounters = { written: 0, coalesced: 0, dropped: 0, cutOff: 0 };
+  /** What every stream of this hub shares (bounds, counters, callbacks, the tick flush, the keepalive clocks). */
+  private readonly shared: StreamShared;
   private readonly closedBy: Record<CloseReason, number> = {
     client: 0,
     cancelled: 0,
@@ -178,6 +233,17 @@ export class SubscriptionHub {
 
   constructor(options: SubscriptionHubOptions = {}) {
     this.options = resolveHubOptions(options);
+    this.shared = {
+      maxBuffer: this.options.maxBuffer,
+      overflow: this.options.overflow,
+      endTimeoutMs: this.options.completeTimeoutMs,
+      stallTimeoutMs: this.options.stallTimeoutMs,
+      counters: this.counters,
+      onClose: this.onStreamClose,
+      onOverflow: this.onStreamOverflow,
+      flush: new TickFlush(),
+      keepAlive: new KeepAliveClocks(),
+    };
     this.member = this.options.bus.join({
       event: (event) => {
         try {
@@ -415,9 +481,7 @@ export class SubscriptionHub {
 
   /** This node's streams of `principal` with listen id `id`, closed; how many. */
   private cancelHere(principal: string, id: RequestId): number {
-    const set = this.byRequest.get(requestKey(principal, id));
-    if (set === undefined) return 0;
-    const matched = [...set];
+    const matched = streamsOf(this.byRequest.get(requestKey(principal, id)));
     for (const stream of matched) stream.cancel('cancelled');
     return matched.length;
   }
@@ -468,20 +532,17 @@ export class SubscriptionHub {
 
   private attach(res: StreamResponse, principal: string, init: OpenInit): ListenStream {
     const filter = init.filter;
-    const stream = new ListenStream(res, {
-      id: init.id,
-      principal,
-      filter,
-      keepAliveMs: init.keepAliveMs,
-      maxBuffer: this.options.maxBuffer,
-      overflow: this.options.overflow,
-      endTimeoutMs: this.options.completeTimeoutMs,
-      stallTimeoutMs: this.options.stallTimeoutMs,
-      resultFrame: init.resultFrame,
-      counters: this.counters,
-      onClose: this.onStreamClose,
-      onOverflow: this.onStreamOverflow,
-    });
+    const stream = new ListenStream(
+      res,
+      {
+        id: init.id,
+        principal,
+        filter,
+        keepAliveMs: init.keepAliveMs,
+        resultFrame: init.resultFrame,
+      },
+      this.shared,
+    );
     stream.open(init.ackFrame);
     this.opened++;
     const empty =
@@ -551,53 +612,31 @@ export class SubscriptionHub {
   /** Delivers a valid event to this node's streams: the hot path. */
   private deliver(event: SubscriptionEvent): PublishReport {
     this.published++;
-    let targets: Set<ListenStream> | undefined;
-    let key: string;
+    let targets: Entry | undefined;
     switch (event.kind) {
       case 'resource_updated':
         targets = this.byUri.get(event.uri);
-        key = `r:${event.uri}`;
         break;
       case 'task_status':
         targets = this.byTask.get(event.task.taskId);
-        key = `t:${event.task.taskId}`;
         break;
       default:
         targets = this.byList[event.kind];
-        key = event.kind;
     }
     const report: PublishReport = { matched: 0, written: 0, queued: 0, coalesced: 0, dropped: 0, closed: 0 };
-    if (targets !== undefined && targets.size > 0) {
+    if (targets !== undefined && (!(targets instanceof Set) || targets.size > 0)) {
       const frame = eventFrame(event);
+      const key =
+        event.kind === 'resource_updated'
+          ? `r:${event.uri}`
+          : event.kind === 'task_status'
+            ? `t:${event.task.taskId}`
+            : event.kind;
       const owner = event.kind === 'task_status' ? event.owner : undefined;
-      for (const stream of targets) {
-        // A task's changes reach only streams whose principal owns it now (spec §7).
-        if (owner !== undefined && stream.principal !== owner) continue;
-        report.matched++;
-        switch (stream.deliver(frame, key)) {
-          case 'written':
-            report.written++;
-            break;
-          case 'queued':
-            report.queued++;
-            break;
-          case 'coalesced':
-            report.coalesced++;
-            break;
-          case 'dropped-oldest':
-            report.queued++;
-            report.dropped++;
-            break;
-          case 'dropped':
-            report.dropped++;
-            break;
-          case 'overflow':
-            report.dropped++;
-            report.closed++;
-            break;
-          case 'closed':
-            break;
-        }
+      if (targets instanceof Set) {
+        for (const stream of targets) offer(stream, frame, key, owner, report);
+      } else {
+        offer(targets, frame, key, owner, report);
       }
       if (publishChannel.hasSubscribers)
         publishChannel.publish({ kind: event.kind, ...report } satisfies PublishMessage);

@@ -138,6 +138,34 @@ describe('fan-out', () => {
     await hub.close();
   });
 
+  test('a URI held by one stream, then three, then one again: each event reaches exactly its holders', async () => {
+    const { hub } = newHub();
+    const [a, b, c] = [new FakeResponse(), new FakeResponse(), new FakeResponse()];
+    const uri = 'note://x';
+    openStream(hub, a, { id: 'a', filter: { resourceSubscriptions: [uri] } });
+    expect(hub.resourceUpdated(uri)).toStrictEqual(report({ matched: 1, written: 1 }));
+    await settle();
+    openStream(hub, b, { id: 'b', filter: { resourceSubscriptions: [uri] } });
+    openStream(hub, c, { id: 'c', filter: { resourceSubscriptions: [uri] } });
+    expect(hub.resourceUpdated(uri)).toStrictEqual(report({ matched: 3, written: 3 }));
+    await settle();
+    b.clientClose();
+    expect(hub.resourceUpdated(uri)).toStrictEqual(report({ matched: 2, written: 2 }));
+    await settle();
+    a.clientClose();
+    expect(hub.resourceUpdated(uri)).toStrictEqual(report({ matched: 1, written: 1 }));
+    await settle();
+    // The one left holds it again by itself; a new holder joins it.
+    const d = new FakeResponse();
+    openStream(hub, d, { id: 'd', filter: { resourceSubscriptions: [uri] } });
+    expect(hub.resourceUpdated(uri)).toStrictEqual(report({ matched: 2, written: 2 }));
+    await settle();
+    expect([a, b, c, d].map((res) => delivered(res).length)).toStrictEqual([3, 1, 4, 1]);
+    expect(hub.stats().listening.resourceUris).toBe(1);
+    await hub.close();
+    expect(hub.stats().listening.resourceUris).toBe(0);
+  });
+
   test('a task status reaches only streams listening for that id whose principal owns the task', async () => {
     const { hub } = newHub();
     const alice = new FakeResponse();
@@ -596,9 +624,14 @@ describe('limits and reservations', () => {
     // the string id "1" must not match the number 1
     expect(numericId.destroyed).toBe(false);
     expect(hub.cancel('alice', '1')).toBe(0);
+    // Two streams of one principal under one id: a cancel closes both.
+    const twin = [new FakeResponse(), new FakeResponse()];
+    for (const res of twin) openStream(hub, res, { principal: 'carol', id: 'twin' });
+    expect(hub.cancel('carol', 'twin')).toBe(2);
+    expect(twin.map((res) => res.destroyed)).toStrictEqual([true, true]);
     const stats = hub.stats();
     expect(stats.openStreams).toBe(2);
-    expect(stats.closed.cancelled).toBe(1);
+    expect(stats.closed.cancelled).toBe(3);
     await settle();
     expect(mine.violations).toStrictEqual([]);
     await hub.close();

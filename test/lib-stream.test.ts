@@ -385,6 +385,31 @@ describe('keepalive', () => {
     for (const res of [closedByClient, cancelled, completed]) expect(res.violations).toStrictEqual([]);
     await hub.close();
   });
+  test('streams sharing one keepalive period share one timer: a later stream gets its first keepalive within the period, and the timer goes with the last stream', async () => {
+    fakeTimers();
+    const hub = newHub();
+    const first = new FakeResponse();
+    const second = new FakeResponse();
+    const other = new FakeResponse();
+    openStream(hub, first, { id: 1, keepAliveMs: 1000 });
+    jest.advanceTimersByTime(600);
+    openStream(hub, second, { id: 2, keepAliveMs: 1000 });
+    openStream(hub, other, { id: 3, keepAliveMs: 250 });
+    expect(jest.getTimerCount()).toBe(2); // one clock per period, not one timer per stream
+    jest.advanceTimersByTime(400); // t = 1000: the clock ticks for both, 400 ms after the second opened
+    expect([first, second].map((res) => count(res.text, KEEPALIVE))).toStrictEqual([1, 1]);
+    expect(count(other.text, KEEPALIVE)).toBe(1); // t = 850
+    jest.advanceTimersByTime(1000);
+    expect([first, second].map((res) => count(res.text, KEEPALIVE))).toStrictEqual([2, 2]);
+    expect(count(other.text, KEEPALIVE)).toBe(5);
+    first.clientClose();
+    jest.advanceTimersByTime(1000);
+    expect([first, second].map((res) => count(res.text, KEEPALIVE))).toStrictEqual([2, 3]);
+    second.clientClose();
+    other.clientClose();
+    expect(jest.getTimerCount()).toBe(0);
+    await hub.close();
+  });
 });
 
 describe('teardown', () => {
