@@ -323,8 +323,9 @@ export async function serveNodeRequest<Req extends NodeRequest>(
   }
   options.onListen?.(req, body);
   // Listen is ours to the end: the response (and so the open stream) references this request, so a
-  // large filter must not stay pinned on it for the stream's lifetime.
-  req.body = undefined;
+  // large filter must not stay pinned on it for the stream's lifetime. (Only a body a parser left there:
+  // adding the property would cost the request a new hidden class.)
+  if (parsedBefore) req.body = undefined;
   await options.handler.handle(
     {
       ...(body !== undefined ? { body } : rawBody !== undefined ? { rawBody } : { body: undefined }),

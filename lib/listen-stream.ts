@@ -44,8 +44,8 @@ export interface StreamInit {
   /** The honoured filter, as acknowledged. */
   readonly filter: NotificationFilter;
   readonly keepAliveMs: number | false;
-  /** The terminal result frame, written on a graceful end. */
-  readonly resultFrame: string;
+  /** Builds the terminal result frame (from the id as JSON), written on a graceful end. */
+  readonly resultFrame: (idJson: string) => string;
 }
 
 /**
@@ -143,7 +143,7 @@ export class ListenStream {
   private readonly res: StreamResponse;
   private readonly shared: StreamShared;
   private readonly keepAliveMs: number | false;
-  private readonly resultFrame: string;
+  private readonly resultFrame: (idJson: string) => string;
   private state = OPEN;
   /** True from a `write()` that returned false until `'drain'`. */
   private blocked = false;
@@ -337,7 +337,7 @@ export class ListenStream {
       this.write(text);
     }
     if (!this.blocked && this.endRequested && this.state === ENDING) {
-      this.res.end(this.resultFrame);
+      this.res.end(this.resultFrame(this.idJson));
       this.teardown();
     }
   }

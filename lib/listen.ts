@@ -210,6 +210,8 @@ export function createListenHandler<Req = unknown>(
   };
   // One bound for every listen this engine serves: a burst of listens cannot flood the host's database.
   const semaphore = new CheckSemaphore(resolved.maxChecksInFlight);
+  /** The terminal result of a graceful end, built when a stream ends rather than kept by each open one. */
+  const result = (idJson: string): string => resultFrame(idJson, resolved.serverInfo);
   const uriChecks: ItemCheck<Req>[] = [];
   if (resolved.canRead) uriChecks.push(resolved.canRead);
   if (resolved.handleSubscribeResource) uriChecks.push(resolved.handleSubscribeResource);
@@ -333,7 +335,7 @@ export function createListenHandler<Req = unknown>(
         filter: honored,
         keepAliveMs: resolved.keepAliveMs,
         ackFrame: ackFrame(idJson, honored),
-        resultFrame: resultFrame(idJson, resolved.serverInfo),
+        resultFrame: result,
       });
     } catch (error) {
       reservation.release();

@@ -524,7 +524,11 @@ export interface OpenInit {
   readonly filter: NotificationFilter;
   readonly keepAliveMs: number | false;
   readonly ackFrame: string;
-  readonly resultFrame: string;
+  /**
+   * Builds the terminal result frame from the id as JSON, when the stream ends gracefully: one function
+   * per engine, so that an open stream keeps no copy of a frame it writes at most once.
+   */
+  readonly resultFrame: (idJson: string) => string;
 }
 
 /** A capacity slot held while a listen request is authorized (`hub.reserve()`, used by the engine). */

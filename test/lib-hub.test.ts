@@ -578,12 +578,12 @@ describe('limits and reservations', () => {
       filter: { toolsListChanged: true },
       keepAliveMs: false,
       ackFrame: ': a\n\n',
-      resultFrame: ': r\n\n',
+      resultFrame: () => ': r\n\n',
     });
     expect(stream.isOpen).toBe(true);
     expect(hub.stats().pendingStreams).toBe(0);
     expect(() =>
-      again.open(new FakeResponse(), { id: 3, filter: {}, keepAliveMs: false, ackFrame: '', resultFrame: '' }),
+      again.open(new FakeResponse(), { id: 3, filter: {}, keepAliveMs: false, ackFrame: '', resultFrame: () => '' }),
     ).toThrow();
     // Releasing after opening must not give back the open stream's slot.
     again.release();

@@ -177,7 +177,7 @@ describe('every error is in the McpSubscriptionsError hierarchy', () => {
       filter: { toolsListChanged: true as const },
       keepAliveMs: false as const,
       ackFrame: 'event: message\ndata: {}\n\n',
-      resultFrame: 'event: message\ndata: {}\n\n',
+      resultFrame: () => 'event: message\ndata: {}\n\n',
     };
     reservation.open(new FakeResponse(), init);
     const error = thrown(() => reservation.open(new FakeResponse(), init));

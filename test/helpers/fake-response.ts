@@ -132,7 +132,7 @@ export function openStream(
     filter: init.filter ?? { toolsListChanged: true },
     keepAliveMs: init.keepAliveMs ?? false,
     ackFrame: ACK_MARKER,
-    resultFrame: RESULT_MARKER,
+    resultFrame: () => RESULT_MARKER,
   });
 }
 
