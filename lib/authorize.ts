@@ -39,9 +39,11 @@ export class CheckSemaphore {
 
   /** Gives a permit back, to the longest waiter if any. */
   release(): void {
-    const next = this.waiting.shift();
-    if (next !== undefined) next();
-    else this.inFlight--;
+    if (this.waiting.length === 0) {
+      this.inFlight--;
+      return;
+    }
+    (this.waiting.shift() as () => void)();
   }
 
   /** Checks holding a permit now. */
@@ -63,13 +65,13 @@ class CallContext<Req> implements CheckContext<Req> {
   constructor(
     readonly principal: string,
     readonly request: Req,
-    private readonly run: AbortSignal,
+    private readonly run: () => AbortSignal,
   ) {}
 
   get signal(): AbortSignal {
     if (this.linked === undefined) {
       this.own = new AbortController();
-      this.linked = AbortSignal.any([this.run, this.own.signal]);
+      this.linked = AbortSignal.any([this.run(), this.own.signal]);
     }
     return this.linked;
   }
@@ -88,8 +90,11 @@ export interface AuthorizeRun {
   readonly timeoutMs: number | false;
   /** Told about every check that threw, rejected or timed out while the run lasted. `stage` is the check's index. */
   readonly onError: (error: unknown, stage: number) => void;
-  /** Ends the run: aborted when the client goes away or the listen's authorization deadline passes. */
-  readonly signal: AbortSignal;
+  /**
+   * The signal that ends the run (aborted when the client goes away or the listen's authorization
+   * deadline passes), made on first call: a run whose checks all answer synchronously never needs one.
+   */
+  readonly signal: () => AbortSignal;
   /** The engine-wide bound on checks in flight. */
   readonly semaphore: CheckSemaphore;
 }
@@ -103,18 +108,21 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
 }
 
 /**
- * The items that pass every check, in request order. Sync checks run without a microtask or an
- * allocation per item, so a thousand URIs through plain functions cost a thousand calls.
+ * The items that pass every check, in request order: an array when every check answered synchronously
+ * (a thousand URIs through plain functions cost a thousand calls, with no promise, microtask or signal),
+ * else a promise. From the first check that returns a promise on, the rest runs `concurrency` at a time.
  */
-export async function authorizeEach<Req>(
+export function authorizeEach<Req>(
   items: readonly string[],
   checks: readonly ItemCheck<Req>[],
   base: { readonly principal: string; readonly request: Req },
   run: AuthorizeRun,
-): Promise<string[]> {
-  const { signal, semaphore, timeoutMs } = run;
+): string[] | Promise<string[]> {
+  const { semaphore, timeoutMs } = run;
   const admitted = new Uint8Array(items.length);
   let ended = false;
+  /** Set once the run's signal aborted (read from a local: `signal.aborted` costs a call per item). */
+  let aborted = false;
   let spare: CallContext<Req> | undefined;
 
   /** Waits for an async check, within its timeout; gives its permit back when it settles or times out. */
@@ -146,7 +154,7 @@ export async function authorizeEach<Req>(
 
   /** Calls check `stage` on `item` holding a permit: a boolean when it answered synchronously. */
   const call = (stage: number, item: string): boolean | Promise<boolean> => {
-    const context = (spare ??= new CallContext(base.principal, base.request, signal));
+    const context = (spare ??= new CallContext(base.principal, base.request, run.signal));
     let result: boolean | PromiseLike<boolean>;
     try {
       result = (checks[stage] as ItemCheck<Req>)(item, context);
@@ -168,7 +176,7 @@ export async function authorizeEach<Req>(
     for (let stage = from; stage < checks.length; stage++) {
       if (!semaphore.tryAcquire()) {
         await semaphore.acquire();
-        if (signal.aborted) {
+        if (aborted) {
           semaphore.release();
           return false;
         }
@@ -186,7 +194,7 @@ export async function authorizeEach<Req>(
       const verdict = call(stage, item);
       if (typeof verdict !== 'boolean') {
         return stage + 1 < checks.length
-          ? verdict.then((ok) => (ok && !signal.aborted ? passes(item, stage + 1) : false))
+          ? verdict.then((ok) => (ok && !aborted ? passes(item, stage + 1) : false))
           : verdict;
       }
       if (!verdict) return false;
@@ -194,34 +202,58 @@ export async function authorizeEach<Req>(
     return true;
   };
 
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < items.length && !signal.aborted) {
-      const index = next++;
-      const verdict = check(items[index] as string);
-      const ok = typeof verdict === 'boolean' ? verdict : await verdict;
-      if (ok && !ended) admitted[index] = 1;
-    }
+  const collect = (): string[] => {
+    ended = true;
+    const kept: string[] = [];
+    for (let i = 0; i < items.length; i++) if (admitted[i] === 1) kept.push(items[i] as string);
+    return kept;
   };
 
-  const workers: Promise<void>[] = [];
-  for (let w = 0; w < Math.min(run.concurrency, items.length); w++) workers.push(worker());
-  const all = Promise.all(workers);
-  if (!signal.aborted) {
-    // The run ends when every item is decided, or as soon as its signal aborts: a check in flight
-    // then no longer holds the listen up.
-    await new Promise<void>((resolve) => {
-      const onAbort = (): void => resolve();
-      signal.addEventListener('abort', onAbort, { once: true });
-      void all.then(() => {
-        signal.removeEventListener('abort', onAbort);
-        resolve();
-      });
-    });
+  // The synchronous pass: item after item for as long as every check answers at once.
+  let next = 0;
+  while (next < items.length) {
+    const index = next++;
+    const verdict = check(items[index] as string);
+    if (typeof verdict !== 'boolean') return finish(index, verdict);
+    if (verdict) admitted[index] = 1;
   }
-  ended = true;
+  return collect();
 
-  const kept: string[] = [];
-  for (let i = 0; i < items.length; i++) if (admitted[i] === 1) kept.push(items[i] as string);
-  return kept;
+  /** The rest of the run, once item `index` is waiting on `verdict`: `concurrency` items at a time. */
+  async function finish(index: number, verdict: Promise<boolean>): Promise<string[]> {
+    const signal = run.signal();
+    aborted = signal.aborted;
+    const onAbort = (): void => {
+      aborted = true;
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+
+    const worker = async (first?: { index: number; verdict: Promise<boolean> }): Promise<void> => {
+      if (first !== undefined && (await first.verdict) && !ended) admitted[first.index] = 1;
+      while (next < items.length && !aborted) {
+        const at = next++;
+        const pending = check(items[at] as string);
+        const ok = typeof pending === 'boolean' ? pending : await pending;
+        if (ok && !ended) admitted[at] = 1;
+      }
+    };
+
+    const workers: Promise<void>[] = [worker({ index, verdict })];
+    for (let w = 1; w < Math.min(run.concurrency, items.length - index); w++) workers.push(worker());
+    const all = Promise.all(workers);
+    if (!aborted) {
+      // The run ends when every item is decided, or as soon as its signal aborts: a check in flight
+      // then no longer holds the listen up.
+      await new Promise<void>((resolve) => {
+        const onEnd = (): void => resolve();
+        signal.addEventListener('abort', onEnd, { once: true });
+        void all.then(() => {
+          signal.removeEventListener('abort', onEnd);
+          resolve();
+        });
+      });
+    }
+    signal.removeEventListener('abort', onAbort);
+    return collect();
+  }
 }

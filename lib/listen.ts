@@ -239,11 +239,15 @@ export function createListenHandler<Req = unknown>(
   const onResourceError = onCheckError('resource');
   const onTaskError = onCheckError('task');
 
-  async function narrow(
+  /**
+   * The honoured filter: the flags this server offers, and the URIs and task ids that pass their
+   * checks. Synchronous when every check answered synchronously; a promise otherwise.
+   */
+  function narrow(
     requested: NotificationFilter,
     context: { readonly principal: string; readonly request: Req },
-    signal: AbortSignal,
-  ): Promise<NotificationFilter> {
+    signal: () => AbortSignal,
+  ): NotificationFilter | Promise<NotificationFilter> {
     const honored: { -readonly [K in keyof NotificationFilter]: NotificationFilter[K] } = {};
     if (requested.toolsListChanged && capabilities.toolsListChanged) honored.toolsListChanged = true;
     if (requested.promptsListChanged && capabilities.promptsListChanged) honored.promptsListChanged = true;
@@ -254,17 +258,21 @@ export function createListenHandler<Req = unknown>(
       signal,
       semaphore,
     };
-    const [uris, taskIds] = await Promise.all([
+    const uris =
       requested.resourceSubscriptions && capabilities.resourceSubscriptions
         ? authorizeEach(requested.resourceSubscriptions, uriChecks, context, { ...run, onError: onResourceError })
-        : undefined,
+        : undefined;
+    const taskIds =
       requested.taskIds && capabilities.tasks
         ? authorizeEach(requested.taskIds, taskChecks, context, { ...run, onError: onTaskError })
-        : undefined,
-    ]);
-    if (uris !== undefined && uris.length > 0) honored.resourceSubscriptions = uris;
-    if (taskIds !== undefined && taskIds.length > 0) honored.taskIds = taskIds;
-    return honored;
+        : undefined;
+    const done = (kept: { uris: string[] | undefined; taskIds: string[] | undefined }): NotificationFilter => {
+      if (kept.uris !== undefined && kept.uris.length > 0) honored.resourceSubscriptions = kept.uris;
+      if (kept.taskIds !== undefined && kept.taskIds.length > 0) honored.taskIds = kept.taskIds;
+      return honored;
+    };
+    if (!(uris instanceof Promise) && !(taskIds instanceof Promise)) return done({ uris, taskIds });
+    return Promise.all([uris, taskIds]).then(([u, t]) => done({ uris: u, taskIds: t }));
   }
 
   async function handle(input: ListenInput<Req>, res: StreamResponse): Promise<void> {
@@ -295,35 +303,49 @@ export function createListenHandler<Req = unknown>(
     }
 
     // The checks end when the client leaves (stop checking and give the slot back) or when the
-    // deadline passes (open with what passed): either way the checks in flight are told so.
-    const stop = new AbortController();
-    let gone = false;
-    const onGone = (): void => {
-      gone = true;
-      stop.abort();
-    };
-    res.once('close', onGone);
+    // deadline passes (open with what passed): either way the checks in flight are told so. All of it
+    // is set up only if a check answers with a promise: synchronous checks finish before any I/O.
+    let stop: AbortController | undefined;
+    const signal = (): AbortSignal => (stop ??= new AbortController()).signal;
     const { authorizeDeadlineMs } = resolved;
-    const deadline =
-      authorizeDeadlineMs === false || (request.filter.resourceSubscriptions ?? request.filter.taskIds) === undefined
-        ? undefined
-        : setTimeout(() => stop.abort(new AuthorizeDeadlineError(authorizeDeadlineMs)), authorizeDeadlineMs);
+    const started = authorizeDeadlineMs === false ? 0 : performance.now();
     let honored: NotificationFilter;
+    let gone = false;
     try {
-      honored = await narrow(request.filter, { principal, request: input.request }, stop.signal);
+      const narrowed = narrow(request.filter, { principal, request: input.request }, signal);
+      if (!(narrowed instanceof Promise)) {
+        honored = narrowed;
+      } else {
+        const onGone = (): void => {
+          gone = true;
+          (stop ??= new AbortController()).abort();
+        };
+        res.once('close', onGone);
+        const deadline =
+          authorizeDeadlineMs === false
+            ? undefined
+            : setTimeout(
+                () => (stop ??= new AbortController()).abort(new AuthorizeDeadlineError(authorizeDeadlineMs)),
+                // From the start of the checks: what the synchronous ones took, in whole milliseconds.
+                Math.max(0, authorizeDeadlineMs - Math.floor(performance.now() - started)),
+              );
+        try {
+          honored = await narrowed;
+        } finally {
+          clearTimeout(deadline);
+          res.removeListener('close', onGone);
+        }
+      }
     } catch (error) {
       reservation.release();
       fail(res, error, request.id);
       return;
-    } finally {
-      clearTimeout(deadline);
-      res.removeListener('close', onGone);
     }
     if (gone || res.destroyed) {
       reservation.release();
       return;
     }
-    if (stop.signal.aborted) {
+    if (stop?.signal.reason instanceof AuthorizeDeadlineError) {
       logger.warn(
         `authorization took longer than authorizeDeadlineMs (${String(authorizeDeadlineMs)} ms); the items not checked by then were left out of the acknowledgement`,
       );

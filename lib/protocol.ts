@@ -236,7 +236,8 @@ function stringList(
     }
     seen.add(entry);
   }
-  return seen.size === 0 ? undefined : [...seen];
+  // No duplicates (the usual case): a copy of the list, not a walk of the set.
+  return seen.size === 0 ? undefined : seen.size === value.length ? (value.slice() as string[]) : [...seen];
 }
 
 /** The listen request id a `notifications/cancelled` names, or `undefined` when the body is not one. */

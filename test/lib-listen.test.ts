@@ -1005,6 +1005,89 @@ describe('bounded authorization: a deadline per listen, a signal per check, a bo
     await s.hub.close();
   });
 
+  test('checks that all answer synchronously open the stream with no promise, timer or listener of their own', async () => {
+    fakeSetTimeoutOnly();
+    const s = setup({
+      capabilities: { resourceSubscriptions: true, tasks: true },
+      authorizeDeadlineMs: 1000,
+      canRead: (uri) => !uri.endsWith('/no'),
+      canAccessTask: () => true,
+    });
+    const res = new FakeResponse();
+    const closeListeners: number[] = [];
+    const on = res.on.bind(res);
+    res.on = ((event: string, listener: () => void) => {
+      if (event === 'close') closeListeners.push(res.listenerCount('close'));
+      return on(event as 'close', listener);
+    }) as typeof res.on;
+    const handled = s.handler.handle(
+      {
+        body: listenBody(
+          1,
+          { resourceSubscriptions: ['note://a', 'note://b/no', 'note://c'], taskIds: ['t1'] },
+          taskMeta,
+        ),
+        headers: listenHeaders(),
+        principal: 'alice',
+        request: {},
+      },
+      res,
+    );
+    // The ack is on the wire before handle() yields: no check went asynchronous.
+    expect(ackOf(res)).toStrictEqual({ resourceSubscriptions: ['note://a', 'note://c'], taskIds: ['t1'] });
+    expect(jest.getTimerCount()).toBe(0); // no deadline timer was ever set
+    expect(closeListeners).toStrictEqual([0]); // only the stream's own 'close' listener
+    await handled;
+    await s.hub.close();
+  });
+
+  test('from the first check that answers with a promise on, the rest runs concurrently; request order is kept', async () => {
+    const started: string[] = [];
+    const later: (() => void)[] = [];
+    const s = setup({
+      capabilities: { resourceSubscriptions: true },
+      authorizeConcurrency: 2,
+      canRead: (uri) => {
+        started.push(uri);
+        if (!uri.includes('/slow/')) return !uri.endsWith('/no');
+        return new Promise<boolean>((resolve) => later.push(() => resolve(!uri.endsWith('/no'))));
+      },
+    });
+    const uris = [
+      'note://1',
+      'note://2/no',
+      'note://slow/3',
+      'note://4',
+      'note://slow/5/no',
+      'note://slow/6',
+      'note://7',
+    ];
+    const res = new FakeResponse();
+    const handled = s.handler.handle(
+      {
+        body: listenBody(1, { resourceSubscriptions: uris }),
+        headers: listenHeaders(),
+        principal: 'alice',
+        request: {},
+      },
+      res,
+    );
+    await settle();
+    // 1 and 2 synchronously; slow/3 waits; a second worker takes 4, then slow/5 and waits.
+    expect(started).toStrictEqual(uris.slice(0, 5));
+    expect(res.headersSent).toBe(false);
+    while (later.length > 0) {
+      later.shift()!();
+      await settle();
+    }
+    await handled;
+    expect(started).toStrictEqual(uris);
+    expect(ackOf(res)).toStrictEqual({
+      resourceSubscriptions: ['note://1', 'note://slow/3', 'note://4', 'note://slow/6', 'note://7'],
+    });
+    await s.hub.close();
+  });
+
   test('maxChecksInFlight bounds the checks in flight over every listen of the engine', async () => {
     const pending: ReturnType<typeof deferred<boolean>>[] = [];
     let inFlight = 0;
