@@ -55,7 +55,7 @@ export const SCENARIOS: readonly ScenarioSpec[] = [
     name: 'fanout',
     title: 'fan-out: streams on toolsListChanged, events published back to back',
     full: { streams: 1000, events: 200, rounds: 3 },
-    quick: { streams: 300, events: 50, rounds: 1 },
+    quick: { streams: 300, events: 50, rounds: 3 },
     targets: TARGETS,
     timeoutMs: 240_000,
     rows: (p) => [
