@@ -548,6 +548,8 @@ const disconnect: Scenario = async (ports, targets, p: { streams: number; checks
 interface Burst {
   /** Stream × event pairs per second, until each stream had its last frame. */
   deliveriesPerSec: number;
+  /** From the first write sent to the last stream's last frame. */
+  seconds: number;
   /** Writes the write route answered per second. */
   writesPerSec: number;
   framesPerStream: number;
@@ -612,8 +614,10 @@ async function writeBurst(
       cpuPorts[0] as number,
     );
     const u1 = await Promise.all(cpuPorts.map((port) => usage(port)));
+    const seconds = (last - (t[0] as number)) / 1000;
     return {
-      deliveriesPerSec: (readers.length * events) / ((last - (t[0] as number)) / 1000),
+      deliveriesPerSec: (readers.length * events) / seconds,
+      seconds,
       writesPerSec: events / ((written - (t[0] as number)) / 1000),
       framesPerStream: frames / readers.length,
       framesPerChunk: frames / (readers.reduce((sum, x) => sum + x.chunks, 0) - chunks0),
@@ -751,6 +755,103 @@ const crossnode: Scenario = async (
   return { ours: figures };
 };
 
+/** What one server's write route costs alone: server CPU and round trip per write request. */
+interface RouteCost {
+  cpuUs: number;
+  ms: number;
+}
+
+/**
+ * `writes` writes of note `name` through the write route of `port`, one in flight at a time, while no
+ * stream holds the note: the route's own cost (HTTP parsing, the framework, the app's service, the
+ * answer), after `warmup` unmeasured writes (the route's cost still falls after a few hundred).
+ */
+async function writeRouteCost(port: number, name: string, writes: number, warmup: number): Promise<RouteCost> {
+  const writer = noteWriter(port);
+  try {
+    for (let k = 0; k < warmup; k++) await writer.put(name, k);
+    const u0 = await usage(port);
+    const t0 = now();
+    for (let k = 0; k < writes; k++) await writer.put(name, k);
+    const ms = (now() - t0) / writes;
+    const u1 = await usage(port);
+    return { cpuUs: cpuBetween(u0, u1) / writes, ms };
+  } finally {
+    writer.close();
+  }
+}
+
+/**
+ * 10. one event per tick: N streams hold one note's URI, and K writes of that note go through each
+ * server's own write route (`PUT /api/notes/alice/tick`), one request in flight at a time, so every
+ * event is published in a tick of its own and there is nothing to batch: one socket write per stream
+ * per event, for every server. Before any stream opens, the same K writes (after unmeasured ones)
+ * measure each server's write route alone, CPU and round trip per request: the host's route (Express,
+ * JSON, the notes service) costs far more than the ceiling's bare one, and that is the host app's
+ * cost, not the library's, so the net figures subtract it. Then the streams open on every server, a warm-up burst per server, and
+ * bursts of K writes alternate server by server (order reversed every other round); medians of the
+ * rounds, percentiles of every frame.
+ */
+const tick: Scenario = async (
+  ports,
+  targets,
+  p: { streams: number; writes: number; warmup: number; rounds: number; routeWarmup: number },
+) => {
+  const note = 'tick';
+  const uri = `note://${PRINCIPAL}/${note}`;
+  const route: Partial<Record<Target, RouteCost>> = {};
+  for (const target of targets) {
+    await prefill(ports[target], [uri]);
+    route[target] = await writeRouteCost(ports[target], note, p.writes, p.routeWarmup);
+  }
+  const readers: Partial<Record<Target, SseReader[]>> = {};
+  const capacity = p.warmup + p.rounds * p.writes;
+  for (const target of targets) {
+    readers[target] = await openMany(ports[target], p.streams, () => ({ resourceSubscriptions: [uri] }), { capacity });
+  }
+  await sleep(300);
+  const bursts: Partial<Record<Target, Burst[]>> = {};
+  for (const target of targets) {
+    await writeBurst(readers[target]!, ports[target], [ports[target]], note, p.warmup);
+    await sleep(200);
+  }
+  for (let r = 0; r < p.rounds; r++) {
+    for (const target of r % 2 === 0 ? targets : [...targets].reverse()) {
+      (bursts[target] ??= []).push(await writeBurst(readers[target]!, ports[target], [ports[target]], note, p.writes));
+      await sleep(200);
+    }
+  }
+  closeAll(targets.flatMap((target) => readers[target]!));
+  const result: ScenarioResult = {};
+  for (const target of targets) {
+    const list = bursts[target] ?? [];
+    const alone = route[target]!;
+    const lat = list.flatMap((x) => x.latencies);
+    const cpuPerWrite = median(list.map((x) => x.cpuUsPerEvent[0] as number));
+    result[target] = {
+      routeCpuUs: alone.cpuUs,
+      routeMs: alone.ms,
+      deliveriesPerSec: median(list.map((x) => x.deliveriesPerSec)),
+      // The time the writes' own round trips take with no stream open is not the fan-out's.
+      netDeliveriesPerSec: median(
+        list.map((x) => {
+          const fanoutSeconds = x.seconds - (p.writes * alone.ms) / 1000;
+          return fanoutSeconds > 0 ? (p.streams * p.writes) / fanoutSeconds : Number.NaN;
+        }),
+      ),
+      framesPerStream: median(list.map((x) => x.framesPerStream)),
+      framesPerChunk: median(list.map((x) => x.framesPerChunk)),
+      p50Ms: percentile(lat, 50),
+      p99Ms: percentile(lat, 99),
+      cpuUsPerWrite: cpuPerWrite,
+      cpuUsPerDelivery: cpuPerWrite / p.streams,
+      netCpuUsPerDelivery: (cpuPerWrite - alone.cpuUs) / p.streams,
+      complete: list.every((x) => x.complete),
+    };
+  }
+  return result;
+};
+
 export const scenarios: Record<string, Scenario> = {
   fanout,
   resources,
@@ -761,6 +862,7 @@ export const scenarios: Record<string, Scenario> = {
   validation,
   disconnect,
   crossnode,
+  tick,
 };
 
 // Run as the forked load process: one request in, one result out, then exit.
