@@ -1,6 +1,8 @@
 /**
- * The benchmark chart: a hand-written SVG (no chart library) of six key figures, ours beside the
- * SDK's own listen and the `node:http` ceiling, from one run's report.
+ * The benchmark chart: a hand-written SVG (no chart library) of nine key figures, ours beside the
+ * SDK's own listen and the `node:http` ceiling, from one run's report. The first two columns are the
+ * fan-out (a burst published in one tick) and the tick scenario (one event per write request, net of
+ * the write route), CPU per delivery above deliveries/s.
  */
 import type { Figures, Target } from './load.ts';
 import type { Report } from './report.ts';
@@ -137,13 +139,14 @@ export function renderChart(report: Report): string {
   const ph = 176;
   const gap = 13;
   const top = 70;
-  const boxes: Box[] = [0, 1, 2, 3, 4, 5].map((i) => ({
+  const rows = 3;
+  const boxes: Box[] = Array.from({ length: 3 * rows }, (_, i) => ({
     x: gap + (i % 3) * (pw + gap),
     y: top + Math.floor(i / 3) * (ph + gap),
     w: pw,
     h: ph,
   }));
-  const H = top + 2 * ph + gap + 40;
+  const H = top + rows * ph + (rows - 1) * gap + 40;
   const parts: string[] = [];
   const fan = report.scenarios['fanout'];
   parts.push(
@@ -158,6 +161,40 @@ export function renderChart(report: Report): string {
       2,
     ),
   );
+  const tick = report.scenarios['tick'];
+  const tickSize = tick ? `${String(tick.params['streams'])} × ${String(tick.params['writes'])}` : '';
+  parts.push(
+    bars(
+      boxes[1]!,
+      'One event per tick: CPU per delivery',
+      tick ? `${tickSize}, net of the write route · lower is better` : 'not run',
+      pick(report, 'tick', (f) => n(f['netCpuUsPerDelivery'])),
+      ' µs',
+      2,
+    ),
+  );
+  parts.push(
+    bars(
+      boxes[3]!,
+      'Fan-out: deliveries/s',
+      fan
+        ? `${String(fan.params['streams'])} × ${String(fan.params['events'])} in one tick · higher is better`
+        : 'not run',
+      pick(report, 'fanout', (f) => n(f['deliveriesPerSec']) / 1000),
+      ' k/s',
+      0,
+    ),
+  );
+  parts.push(
+    bars(
+      boxes[4]!,
+      'One event per tick: deliveries/s',
+      tick ? `${tickSize}, net of the write route · higher is better` : 'not run',
+      pick(report, 'tick', (f) => n(f['netDeliveriesPerSec']) / 1000),
+      ' k/s',
+      1,
+    ),
+  );
   const res = report.scenarios['resources'];
   const stages = (res?.params['stages'] as number[] | undefined) ?? [];
   const series: Partial<Record<Target, number[]>> = {};
@@ -167,7 +204,7 @@ export function renderChart(report: Report): string {
   }
   parts.push(
     lines(
-      boxes[1]!,
+      boxes[2]!,
       'Matching one resource update',
       'server CPU per update vs open streams (10 URIs each)',
       stages,
@@ -178,7 +215,7 @@ export function renderChart(report: Report): string {
   const maxStage = stages[stages.length - 1] ?? 0;
   parts.push(
     bars(
-      boxes[2]!,
+      boxes[5]!,
       'Write route capacity kept',
       `by server CPU per request, ${maxStage} vs 0 streams open · higher is better`,
       pick(report, 'resources', (f) => (n(f[`writeCpuUs@${stages[0] ?? 0}`]) / n(f[`writeCpuUs@${maxStage}`])) * 100),
@@ -191,7 +228,7 @@ export function renderChart(report: Report): string {
   const flood = floods[floods.length - 1] ?? 0;
   parts.push(
     bars(
-      boxes[3]!,
+      boxes[6]!,
       'Slow consumer: server memory growth',
       `heap + external after GC, ${flood.toLocaleString('en-US')} updates to a stalled stream`,
       pick(report, 'slow', (f) => n(f[`growthMb@${flood}`])),
@@ -202,7 +239,7 @@ export function renderChart(report: Report): string {
   const idle = report.scenarios['idle'];
   parts.push(
     bars(
-      boxes[4]!,
+      boxes[7]!,
       'Idle memory: heap per open stream',
       idle ? `${String(idle.params['streams'])} open streams, after GC · lower is better` : 'not run',
       pick(report, 'idle', (f) => n(f['heapKbPerStream'])),
@@ -212,7 +249,7 @@ export function renderChart(report: Report): string {
   );
   parts.push(
     bars(
-      boxes[5]!,
+      boxes[8]!,
       'Open: time to ack, 1,000 URIs (p50)',
       'our read check + subscribe hook per URI; the SDK runs none',
       pick(report, 'open', (f) => n(f['ackP50Ms'])),

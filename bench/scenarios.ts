@@ -1,5 +1,5 @@
 /**
- * The nine scenarios: their parameters (full and quick), what each measures, and the figures the
+ * The ten scenarios: their parameters (full and quick), what each measures, and the figures the
  * table shows with their targets. The load generator (`load.ts`) implements them; this file only
  * describes and judges.
  */
@@ -55,7 +55,7 @@ export const SCENARIOS: readonly ScenarioSpec[] = [
     name: 'fanout',
     title: 'fan-out: streams on toolsListChanged, events published back to back',
     full: { streams: 1000, events: 200, rounds: 3 },
-    quick: { streams: 300, events: 50, rounds: 1 },
+    quick: { streams: 300, events: 50, rounds: 3 },
     targets: TARGETS,
     timeoutMs: 240_000,
     rows: (p) => [
@@ -81,6 +81,63 @@ export const SCENARIOS: readonly ScenarioSpec[] = [
       },
       { label: 'fan-out: server CPU per frame written', unit: 'µs', key: 'cpuUsPerFrame', digits: 2 },
       { label: 'fan-out: every stream got the last event', unit: '', key: 'complete' },
+    ],
+  },
+  {
+    name: 'tick',
+    title:
+      "one event per tick: streams on one note's URI, each event from its own write request (PUT /api/notes/alice/tick), one in flight at a time",
+    full: { streams: 1000, writes: 200, warmup: 20, rounds: 3, routeWarmup: 500 },
+    quick: { streams: 200, writes: 50, warmup: 10, rounds: 1, routeWarmup: 200 },
+    targets: TARGETS,
+    timeoutMs: 300_000,
+    rows: (p) => [
+      {
+        label: `tick ${p.streams}×${p.writes}: write route alone (no stream open), server CPU per write request`,
+        unit: 'µs',
+        key: 'routeCpuUs',
+        digits: 0,
+      },
+      { label: 'tick: write route alone, round trip per write request', unit: 'ms', key: 'routeMs', digits: 3 },
+      {
+        label: 'tick: deliveries/s, gross (stream × event, until each stream has the last)',
+        unit: '/s',
+        key: 'deliveriesPerSec',
+        digits: 0,
+      },
+      {
+        label: "tick: deliveries/s, net of the write route's round trips (target on this figure)",
+        unit: '/s',
+        key: 'netDeliveriesPerSec',
+        digits: 0,
+        target: '≥ 0.95× ceiling',
+        met: (v) => (Number.isFinite(num(v.ours)) ? num(v.ours) >= 0.95 * num(v.ceiling) : undefined),
+      },
+      { label: `tick: frames received per stream (of ${p.writes})`, unit: '', key: 'framesPerStream', digits: 1 },
+      { label: 'tick: frames per client read (1 = no batching)', unit: '', key: 'framesPerChunk', digits: 2 },
+      { label: 'tick: write sent → frame received p50', unit: 'ms', key: 'p50Ms', digits: 2 },
+      { label: 'tick: write sent → frame received p99', unit: 'ms', key: 'p99Ms', digits: 2 },
+      {
+        label: `tick: server CPU per write request, ${p.streams} streams open`,
+        unit: 'µs',
+        key: 'cpuUsPerWrite',
+        digits: 0,
+      },
+      {
+        label: 'tick: server CPU per delivery, gross (write route + fan-out)',
+        unit: 'µs',
+        key: 'cpuUsPerDelivery',
+        digits: 2,
+      },
+      {
+        label: 'tick: server CPU per delivery, net of the write route (target on this figure)',
+        unit: 'µs',
+        key: 'netCpuUsPerDelivery',
+        digits: 2,
+        target: '≤ 1.0× ceiling',
+        met: atMost(1.0),
+      },
+      { label: 'tick: every stream got the last write', unit: '', key: 'complete' },
     ],
   },
   {
