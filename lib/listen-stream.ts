@@ -2,6 +2,8 @@
  * One listen response: SSE headers, the acknowledgement, events batched per tick and written under
  * socket backpressure, keepalives, and exactly-once teardown. The only writer of SSE bytes.
  */
+import { OutgoingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { KEEPALIVE_FRAME, SSE_HEADERS, type SplitFrame } from './sse.ts';
 import { StreamQueue, type QueueOutcome } from './stream-queue.ts';
 import type { CloseReason, NotificationFilter, OverflowPolicy, RequestId, StreamResponse } from './types.ts';
@@ -99,15 +101,43 @@ export class KeepAliveClocks {
   }
 }
 
-/** Which stream a response belongs to: the `'close'` and `'drain'` listeners are shared functions. */
-const streamOf = new WeakMap<StreamResponse, ListenStream>();
+/**
+ * Which stream a response (and, when it writes to it directly, a socket) belongs to: the `'close'` and
+ * `'drain'` listeners are shared functions.
+ */
+const streamOf = new WeakMap<object, ListenStream>();
 
 function onResponseClose(this: StreamResponse): void {
   streamOf.get(this)?.responseClosed();
 }
 
-function onResponseDrain(this: StreamResponse): void {
+function onResponseDrain(this: StreamResponse | Socket): void {
   streamOf.get(this)?.drained();
+}
+
+/**
+ * The socket a stream may write its frames to itself, as HTTP/1.1 chunks, instead of through
+ * `res.write()`; or `undefined` to keep writing through the response.
+ *
+ * Why: a framework that swaps a response's prototype and then adds properties (Express does, for every
+ * request) gives each response a hidden class of its own. Node's write path then reads a dozen
+ * properties from a thousand different shapes, and its inline caches stop working: measured, a write
+ * through an Express response cost several times one through a plain `node:http` response, and when
+ * each event comes from its own request (no two in one tick) that was most of a delivery's cost. The
+ * socket is Node's own object, of one shape for every connection.
+ *
+ * Only when nothing else needs to see the bytes: a plain `node:http` response (not HTTP/2's
+ * compatibility layer), whose `write` and `end` nobody wrapped (a compression or logging middleware
+ * must see every byte), already sending chunked, its headers out and nothing of its own buffered.
+ */
+function directSocket(res: StreamResponse): Socket | undefined {
+  if (!(res instanceof ServerResponse)) return undefined;
+  if (res.write !== OutgoingMessage.prototype.write || res.end !== OutgoingMessage.prototype.end) return undefined;
+  const socket = res.socket;
+  if (socket === null || !res.chunkedEncoding || !res.headersSent || res.writableLength !== socket.writableLength) {
+    return undefined;
+  }
+  return socket;
 }
 
 /** What happened to one event offered to a stream. */
@@ -141,6 +171,8 @@ export class ListenStream {
   readonly filter: NotificationFilter;
 
   private readonly res: StreamResponse;
+  /** Set when frames go to the socket as chunks of their own (see {@link directSocket}). */
+  private socket: Socket | undefined;
   private readonly shared: StreamShared;
   private readonly keepAliveMs: number | false;
   private readonly resultFrame: (idJson: string) => string;
@@ -193,6 +225,11 @@ export class ListenStream {
     streamOf.set(this.res, this);
     this.res.on('close', onResponseClose);
     this.write(ackFrame);
+    // Decided after the ack went through the response: its headers are out with it.
+    if (!this.blocked) {
+      this.socket = directSocket(this.res);
+      if (this.socket !== undefined) streamOf.set(this.socket, this);
+    }
     if (this.keepAliveMs !== false) this.shared.keepAlive.join(this, this.keepAliveMs);
   }
 
@@ -296,11 +333,17 @@ export class ListenStream {
   }
 
   private write(text: string): void {
-    if (!this.res.write(text)) {
-      this.blocked = true;
+    const socket = this.socket;
+    if (socket !== undefined) {
+      // One chunk, framed as Node frames a response's: its size in hex, CRLF, the bytes, CRLF.
+      if (socket.write(`${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`)) return;
+      socket.once('drain', onResponseDrain);
+    } else {
+      if (this.res.write(text)) return;
       this.res.once('drain', onResponseDrain);
-      if (this.shared.stallTimeoutMs !== false) this.armStall(this.shared.stallTimeoutMs);
     }
+    this.blocked = true;
+    if (this.shared.stallTimeoutMs !== false) this.armStall(this.shared.stallTimeoutMs);
   }
 
   /** Starts the stall clock at this block; only on the refused write, never per accepted one. */
@@ -359,6 +402,11 @@ export class ListenStream {
     this.res.removeListener('close', onResponseClose);
     this.res.removeListener('drain', onResponseDrain);
     streamOf.delete(this.res);
+    if (this.socket !== undefined) {
+      this.socket.removeListener('drain', onResponseDrain);
+      streamOf.delete(this.socket);
+      this.socket = undefined;
+    }
     if (!this.res.writableEnded && !this.res.destroyed) this.res.destroy();
     this.resolveFinished?.();
   }

@@ -4,6 +4,7 @@
  * a client that stops reading, and that an open stream pins neither `req.body` nor the parsed body.
  */
 import http from 'node:http';
+import { connect as netConnect } from 'node:net';
 import { describe, expect, test } from '@jest/globals';
 import type { Request, RequestHandler } from 'express';
 import { SubscriptionHub, type TaskState } from 'mcp-subscriptions';
@@ -93,6 +94,71 @@ async function serve(
 
 function cancelBody(requestId: string | number) {
   return { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId, reason: 'done' } };
+}
+
+const CAFE = 'note://alice/café-☕';
+
+function toolsFrameOf(id: string): string {
+  return `event: message\ndata: {"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"${SUBSCRIPTION_ID}":${JSON.stringify(id)}}}}\n\n`;
+}
+
+function updateFrameOf(uri: string, id: string): string {
+  return `event: message\ndata: {"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":${JSON.stringify(uri)},"_meta":{"${SUBSCRIPTION_ID}":${JSON.stringify(id)}}}}\n\n`;
+}
+
+/** The chunks of an HTTP/1.1 chunked body, each checked against its declared size in bytes. */
+function dechunk(body: Buffer): Buffer[] {
+  const chunks: Buffer[] = [];
+  let at = 0;
+  for (;;) {
+    const eol = body.indexOf('\r\n', at);
+    if (eol === -1) throw new Error(`no chunk size line at byte ${at}`);
+    const size = Number.parseInt(body.subarray(at, eol).toString('latin1'), 16);
+    if (Number.isNaN(size)) throw new Error(`a chunk size that is not hex at byte ${at}`);
+    if (size === 0) return chunks;
+    const start = eol + 2;
+    expect(body.subarray(start + size, start + size + 2).toString('latin1')).toBe('\r\n');
+    chunks.push(body.subarray(start, start + size));
+    at = start + size + 2;
+  }
+}
+
+/** A listen request over a raw socket, read as raw bytes: what a client of that HTTP version gets. */
+async function rawListen(url: string, version: '1.0' | '1.1', body: unknown) {
+  const { hostname, port } = new URL(url);
+  const socket = netConnect({ host: hostname, port: Number(port) });
+  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  const payload = Buffer.from(JSON.stringify(body));
+  const headers = {
+    ...listenHeaders({ 'x-user': 'alice' }),
+    host: `${hostname}:${port}`,
+    'content-length': String(payload.length),
+  };
+  socket.write(
+    `POST /mcp HTTP/${version}\r\n${Object.entries(headers)
+      .map(([name, value]) => `${name}: ${value}\r\n`)
+      .join('')}\r\n`,
+  );
+  socket.write(payload);
+  let received = Buffer.alloc(0);
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  socket.on('data', (data: Buffer) => (received = Buffer.concat([received, data])));
+  const split = () => {
+    const end = received.indexOf('\r\n\r\n');
+    return end === -1
+      ? { head: '', body: Buffer.alloc(0) }
+      : { head: received.subarray(0, end).toString('latin1'), body: received.subarray(end + 4) };
+  };
+  return {
+    until: (predicate: (text: string) => boolean, what: string) =>
+      waitFor(() => predicate(received.toString('utf8')), what),
+    /** The whole response, once the server has finished it (HTTP/1.1: its last chunk; 1.0: the close). */
+    async ended() {
+      await (version === '1.1' ? waitFor(() => received.includes('\r\n0\r\n\r\n'), 'the last chunk') : closed);
+      return split();
+    },
+    destroy: () => socket.destroy(),
+  };
 }
 
 for (const flavour of expressFlavours) {
@@ -418,6 +484,83 @@ for (const flavour of expressFlavours) {
         await s.hub.close();
         await stream.end();
         expect(stream.events.length).toBe(1 + written + 3 + 1);
+      } finally {
+        await s.cleanup();
+      }
+    });
+  });
+
+  describe(`${flavour.name}: the bytes on the socket`, () => {
+    test('HTTP/1.1: every batch is one chunk whose size is its length in bytes, non-ASCII URIs included', async () => {
+      const s = await serve(flavour);
+      const raw = await rawListen(
+        s.url,
+        '1.1',
+        listenBody('raw', { toolsListChanged: true, resourceSubscriptions: [CAFE] }),
+      );
+      try {
+        await raw.until((text) => text.includes('acknowledged'), 'the ack');
+        s.hub.toolsListChanged();
+        await raw.until((text) => text.includes('list_changed'), 'the tools event');
+        s.hub.resourceUpdated(CAFE);
+        s.hub.resourceUpdated(CAFE); // the same tick: one batch, one chunk
+        await raw.until((text) => text.split('resources/updated').length === 3, 'both updates');
+        await s.hub.close();
+        const { head, body } = await raw.ended();
+        expect(head).toMatch(/^HTTP\/1\.1 200 /);
+        expect(head.toLowerCase()).toContain('transfer-encoding: chunked');
+        const chunks = dechunk(body);
+        const frames = chunks.map((chunk) => chunk.toString('utf8'));
+        expect(frames).toHaveLength(4); // ack, tools, both updates in one write, the result
+        expect(frames[1]).toBe(toolsFrameOf('raw'));
+        expect(frames[2]).toBe(updateFrameOf(CAFE, 'raw').repeat(2));
+        expect(JSON.parse(frames[3]!.slice('event: message\ndata: '.length)).result.resultType).toBe('complete');
+      } finally {
+        raw.destroy();
+        await s.cleanup();
+      }
+    });
+
+    test('HTTP/1.0 (no chunked encoding): the same frames, written through the response, end with the connection', async () => {
+      const s = await serve(flavour);
+      const raw = await rawListen(s.url, '1.0', listenBody('old', { toolsListChanged: true }));
+      try {
+        await raw.until((text) => text.includes('acknowledged'), 'the ack');
+        s.hub.toolsListChanged();
+        await raw.until((text) => text.includes('list_changed'), 'the tools event');
+        await s.hub.close();
+        const { head, body } = await raw.ended();
+        expect(head.toLowerCase()).not.toContain('transfer-encoding');
+        const text = body.toString('utf8');
+        expect(text.slice(text.indexOf('\n\n') + 2).startsWith(toolsFrameOf('old'))).toBe(true);
+        expect(
+          text.endsWith('"resultType":"complete","_meta":{"io.modelcontextprotocol/subscriptionId":"old"}}}\n\n'),
+        ).toBe(true);
+      } finally {
+        raw.destroy();
+        await s.cleanup();
+      }
+    });
+
+    test('a middleware that wraps res.write (compression, logging) sees every frame: the stream writes through it', async () => {
+      const seen: string[] = [];
+      const wrapWrite: RequestHandler = (_req, res, next) => {
+        const write = res.write.bind(res) as (chunk: unknown, ...rest: unknown[]) => boolean;
+        res.write = ((chunk: unknown, ...rest: unknown[]) => {
+          seen.push(String(chunk));
+          return write(chunk, ...rest);
+        }) as typeof res.write;
+        next();
+      };
+      const s = await serve(flavour, { before: [wrapWrite] });
+      try {
+        const stream = await s.open('wrapped', { toolsListChanged: true });
+        await stream.event(1);
+        s.hub.toolsListChanged();
+        await stream.event(2);
+        s.hub.toolsListChanged();
+        await stream.event(3);
+        expect(seen.slice(1)).toStrictEqual([toolsFrameOf('wrapped'), toolsFrameOf('wrapped')]);
       } finally {
         await s.cleanup();
       }
