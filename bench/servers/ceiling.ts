@@ -11,9 +11,11 @@
  * are pre-serialized once per publish with a hole for the stream's id; responses sit in plain arrays
  * (one for tool-list listeners, one per URI). And it batches where the library batches
  * (`ListenStream.deliver` in `lib/listen-stream.ts`): the frames a stream gets in one tick are
- * appended to its pending string and written with ONE `res.write` at the end of the tick, or at once
+ * appended to its pending string and written with one write at the end of the tick, or at once
  * when the string reaches the library's 16 KiB bound. The end of the tick is one microtask for every
- * stream with a pending batch (the library queues one per stream): never more work than the library.
+ * stream with a pending batch, as in the library. And it writes where the library writes: after the
+ * acknowledgement (through `res.write`, which sends the headers), each batch goes to the socket as
+ * an HTTP/1.1 chunk of its own (`ListenStream.write`), which skips Node's response write path.
  *
  * What it does not do, and why that is still the fair bar: it ignores backpressure (no queue, no
  * coalescing, no stall timer) and so writes every frame of every event, where the library may merge
@@ -21,6 +23,7 @@
  * less bookkeeping. Usage: `node --expose-gc ... ceiling.ts`.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { authenticate } from '../../sample-app/shared/auth.ts';
 import { acceptsSubscription, canRead, noteUri } from '../../sample-app/shared/notes-service.ts';
 import { serveControl, startServer, type ControlTarget } from '../lib/control.ts';
@@ -45,6 +48,8 @@ const PENDING_FLUSH_CHARS = 16_384;
 
 interface Stream {
   readonly res: ServerResponse;
+  /** The response's socket: batches are written to it as chunks, as the library does. */
+  readonly socket: Socket;
   readonly idJson: string;
   readonly uris: readonly string[];
   readonly tools: boolean;
@@ -71,8 +76,13 @@ function flushDirty(): void {
     const text = stream.pending;
     if (text === '') continue; // written early (the bound), or closed
     stream.pending = '';
-    stream.res.write(text);
+    writeChunk(stream, text);
   }
+}
+
+/** One HTTP/1.1 chunk straight to the socket (backpressure is ignored, as everywhere in the ceiling). */
+function writeChunk(stream: Stream, text: string): void {
+  stream.socket.write(`${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`);
 }
 
 function write(list: readonly Stream[] | undefined, frame: SplitFrame): void {
@@ -84,7 +94,7 @@ function write(list: readonly Stream[] | undefined, frame: SplitFrame): void {
     }
     stream.pending += frame.head + stream.idJson + frame.tail;
     if (stream.pending.length >= PENDING_FLUSH_CHARS) {
-      stream.res.write(stream.pending);
+      writeChunk(stream, stream.pending);
       stream.pending = '';
     }
   }
@@ -92,7 +102,7 @@ function write(list: readonly Stream[] | undefined, frame: SplitFrame): void {
 
 setInterval(() => {
   // A pending batch keeps the connection alive anyway; a keepalive must not overtake it.
-  for (const stream of all) if (stream.pending === '') stream.res.write(KEEPALIVE_FRAME);
+  for (const stream of all) if (stream.pending === '') writeChunk(stream, KEEPALIVE_FRAME);
 }, KEEPALIVE_MS).unref();
 
 function readBody(req: IncomingMessage, done: (text: string) => void): void {
@@ -133,6 +143,7 @@ function listen(req: IncomingMessage, res: ServerResponse, principal: string): v
     res.write(ackFrame(idJson, honored));
     const stream: Stream = {
       res,
+      socket: res.socket as Socket,
       idJson,
       uris: honored.resourceSubscriptions ?? [],
       tools: honored.toolsListChanged === true,
