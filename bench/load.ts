@@ -18,11 +18,13 @@ import {
   waitFor,
 } from './lib/client.ts';
 import type { SseReader } from './lib/client.ts';
+import type { Usage } from './lib/control.ts';
 import { median, percentile, prng, slope } from './lib/stats.ts';
 import { listenBody, listenHeaders, noteUri, now, PRINCIPAL, toolsListRequest, TOKEN } from './lib/wire.ts';
 import type { Filter } from './lib/wire.ts';
 
-export type Target = 'ours' | 'sdk' | 'ceiling';
+/** The servers; `ceiling-express` is the ceiling mounted in Express (idle and open only: what the framework costs). */
+export type Target = 'ours' | 'sdk' | 'ceiling' | 'ceiling-express';
 /** One target's figures: numbers (NaN where not applicable), booleans, or short strings. */
 export type Figures = Record<string, number | boolean | string>;
 export type ScenarioResult = Partial<Record<Target, Figures>>;
@@ -384,7 +386,11 @@ const slow: Scenario = async (
 /** 4. idle memory: N open streams, heap and RSS per stream after GC. */
 const idle: Scenario = async (ports, targets, p: { streams: number; warmup: number }) => {
   const result: ScenarioResult = {};
-  const filter = (i: number): Filter => ({ toolsListChanged: true, resourceSubscriptions: [noteUri(i)] });
+  // Ten URIs each, as the issue states the target (stream i holds URIs 10i…10i+9, none shared).
+  const filter = (i: number): Filter => ({
+    toolsListChanged: true,
+    resourceSubscriptions: Array.from({ length: 10 }, (_, k) => noteUri(10 * i + k)),
+  });
   for (const target of targets) {
     const port = ports[target];
     // Warm the code paths (lazy modules, JIT) so they are not counted as per-stream memory.
@@ -414,7 +420,9 @@ const open: Scenario = async (ports, targets, p: { samples: number; warmup: numb
     const port = ports[target];
     const times: number[] = [];
     let honored = 0;
+    let before: Usage | undefined;
     for (let i = 0; i < p.warmup + p.samples; i++) {
+      if (i === p.warmup) before = await usage(port);
       const t0 = now();
       const reader = await openListen(port, `o${i}`, filter, { capture: i === 0 });
       if (i >= p.warmup) times.push(reader.ackAt - t0);
@@ -424,7 +432,9 @@ const open: Scenario = async (ports, targets, p: { samples: number; warmup: numb
       }
       reader.close();
     }
-    result[target] = { ackP50Ms: percentile(times, 50), ackP99Ms: percentile(times, 99), honored };
+    // Server CPU per listen, from the first measured open to the last one's close (one usage call included).
+    const cpuUsPerOpen = cpuBetween(before as Usage, await usage(port)) / p.samples;
+    result[target] = { ackP50Ms: percentile(times, 50), ackP99Ms: percentile(times, 99), honored, cpuUsPerOpen };
     await sleep(300);
   }
   return result;

@@ -31,6 +31,7 @@ const SERVER_FILES: Record<Target, string[]> = {
   ours: ['bench/servers/host.ts', 'ours'],
   sdk: ['bench/servers/host.ts', 'sdk'],
   ceiling: ['bench/servers/ceiling.ts'],
+  'ceiling-express': ['bench/servers/ceiling.ts', 'express'],
 };
 
 const children = new Set<ChildProcess>();

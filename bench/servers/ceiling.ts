@@ -22,9 +22,10 @@
  * identical events for a socket that pushes back. It never does less writing than the library, only
  * less bookkeeping. Usage: `node --expose-gc ... ceiling.ts`.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type RequestListener, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import { authenticate } from '../../sample-app/shared/auth.ts';
+import type { AuthInfo } from '@modelcontextprotocol/server';
+import { authenticate, principalOf, toAuthInfo } from '../../sample-app/shared/auth.ts';
 import { acceptsSubscription, canRead, noteUri } from '../../sample-app/shared/notes-service.ts';
 import { serveControl, startServer, type ControlTarget } from '../lib/control.ts';
 import {
@@ -177,15 +178,10 @@ function publish(kind: 'tools' | 'resource', uri: string | undefined): void {
 
 const control: ControlTarget = { publish, openStreams: () => all.length, prefill: () => {} };
 
-const server = createServer((req, res) => {
-  if (serveControl(control, req, res)) return;
-  const caller = authenticate(req.headers.authorization, { conformance: false });
-  if (caller === undefined) {
-    reply(res, 401, { error: 'unauthorized' });
-    return;
-  }
+/** The ceiling's own routes, after the caller was authenticated. */
+function route(req: IncomingMessage, res: ServerResponse, principal: string): void {
   if (req.method === 'POST' && req.url === '/mcp' && req.headers['mcp-method'] === 'subscriptions/listen') {
-    listen(req, res, caller.principal);
+    listen(req, res, principal);
     return;
   }
   const write = /^\/api\/notes\/([^/]+)\/([^/]+)$/.exec(req.url ?? '');
@@ -199,5 +195,48 @@ const server = createServer((req, res) => {
     return;
   }
   reply(res, 404, { error: 'not_found' });
-});
-startServer(server, 'ceiling');
+}
+
+/**
+ * `ceiling.ts express`: the very same ceiling mounted in an Express app behind the host's bearer-auth
+ * middleware, for the idle and open scenarios only. It does not compete: it shows, in the same run,
+ * what serving a stream through Express costs by itself (Express gives every request and response a
+ * hidden class of its own, and adds its own properties), so that the reader can tell the framework's
+ * share of a figure from the library's.
+ */
+async function expressApp(): Promise<RequestListener> {
+  // Loaded only here: the bare ceiling does not even load Express.
+  const { default: express } = await import('express');
+  const app = express();
+  app.disable('x-powered-by');
+  app.use((req, res, next) => {
+    if (!serveControl(control, req, res)) next();
+  });
+  app.use((req, res, next) => {
+    const caller = authenticate(req.headers.authorization, { conformance: false });
+    if (caller === undefined) {
+      res.status(401).set('WWW-Authenticate', 'Bearer').json({ error: 'unauthorized' });
+      return;
+    }
+    (req as typeof req & { auth?: AuthInfo }).auth = toAuthInfo(caller);
+    next();
+  });
+  const principal = (req: object): string => principalOf((req as { auth?: AuthInfo }).auth) ?? '';
+  app.all('/mcp', (req, res) => route(req, res, principal(req)));
+  app.put('/api/notes/:owner/:name', (req, res) => route(req, res, principal(req)));
+  return app;
+}
+
+const server =
+  process.argv[2] === 'express'
+    ? createServer(await expressApp())
+    : createServer((req, res) => {
+        if (serveControl(control, req, res)) return;
+        const caller = authenticate(req.headers.authorization, { conformance: false });
+        if (caller === undefined) {
+          reply(res, 401, { error: 'unauthorized' });
+          return;
+        }
+        route(req, res, caller.principal);
+      });
+startServer(server, process.argv[2] === 'express' ? 'ceiling-express' : 'ceiling');
