@@ -456,4 +456,20 @@ describe('isAbsoluteUri', () => {
       expect([uri, isAbsoluteUri(uri)]).toStrictEqual([uri, false]); // the URI shows in a failure
     }
   });
+
+  test('every character after the scheme is judged alike by the ASCII fast path and the full rule', () => {
+    // The full rule, written out: no whitespace (Unicode's included), no control character, none of "<>\^`{|}.
+    const refused = (code: number) =>
+      /\s/.test(String.fromCharCode(code)) ||
+      code <= 0x1f ||
+      code === 0x7f ||
+      '"<>\\^`{|}'.includes(String.fromCharCode(code));
+    const wrong: string[] = [];
+    for (let code = 0; code <= 0xffff; code++) {
+      if (code >= 0xd800 && code <= 0xdfff) continue; // lone surrogates: not text
+      const uri = `note://a${String.fromCharCode(code)}b`;
+      if (isAbsoluteUri(uri) === refused(code)) wrong.push(code.toString(16));
+    }
+    expect(wrong).toStrictEqual([]);
+  });
 });
