@@ -224,11 +224,18 @@ export class ListenStream {
     this.res.writeHead(200, { ...SSE_HEADERS });
     streamOf.set(this.res, this);
     this.res.on('close', onResponseClose);
+    // One 'drain' listener for the stream's life, on what it writes to: a `once` per block would
+    // allocate a wrapper each time a socket pushes back.
+    this.res.on('drain', onResponseDrain);
     this.write(ackFrame);
     // Decided after the ack went through the response: its headers are out with it.
     if (!this.blocked) {
       this.socket = directSocket(this.res);
-      if (this.socket !== undefined) streamOf.set(this.socket, this);
+      if (this.socket !== undefined) {
+        streamOf.set(this.socket, this);
+        this.res.removeListener('drain', onResponseDrain);
+        this.socket.on('drain', onResponseDrain);
+      }
     }
     if (this.keepAliveMs !== false) this.shared.keepAlive.join(this, this.keepAliveMs);
   }
@@ -316,6 +323,8 @@ export class ListenStream {
 
   /** The socket took everything: write what waited. For the shared `'drain'` listener. */
   drained(): void {
+    // A drain this stream did not wait for (the response's own last write): nothing to do.
+    if (!this.blocked) return;
     this.blocked = false;
     this.flush();
   }
@@ -337,10 +346,8 @@ export class ListenStream {
     if (socket !== undefined) {
       // One chunk, framed as Node frames a response's: its size in hex, CRLF, the bytes, CRLF.
       if (socket.write(`${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`)) return;
-      socket.once('drain', onResponseDrain);
-    } else {
-      if (this.res.write(text)) return;
-      this.res.once('drain', onResponseDrain);
+    } else if (this.res.write(text)) {
+      return;
     }
     this.blocked = true;
     if (this.shared.stallTimeoutMs !== false) this.armStall(this.shared.stallTimeoutMs);

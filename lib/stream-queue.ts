@@ -34,14 +34,16 @@ export class StreamQueue {
 
   /** Offers one frame under its coalescing key. */
   push(key: string, frame: SplitFrame): QueueOutcome {
+    // Map.set on an existing key keeps its position: the merged event goes out where the first was.
+    // Below the bound, one set says which it was (the size grew or not): one lookup, not two.
+    const before = this.entries.size;
+    if (before < this.max) {
+      this.entries.set(key, frame);
+      return this.entries.size === before ? 'coalesced' : 'queued';
+    }
     if (this.entries.has(key)) {
-      // Map.set on an existing key keeps its position: the merged event goes out where the first was.
       this.entries.set(key, frame);
       return 'coalesced';
-    }
-    if (this.entries.size < this.max) {
-      this.entries.set(key, frame);
-      return 'queued';
     }
     switch (this.policy) {
       case 'drop-newest':
