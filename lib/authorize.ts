@@ -209,38 +209,13 @@ export function authorizeEach<Req>(
     return kept;
   };
 
-  // The synchronous pass: item after item for as long as every check answers at once. Written out
-  // (what `check` and `call` do, without their closures): for synchronous checks this loop is all that
-  // authorization costs beside the checks themselves.
+  // The synchronous pass: item after item for as long as every check answers at once.
   let next = 0;
-  const context = (spare = new CallContext(base.principal, base.request, run.signal));
-  items: while (next < items.length) {
+  while (next < items.length) {
     const index = next++;
-    const item = items[index] as string;
-    for (let stage = 0; stage < checks.length; stage++) {
-      if (!semaphore.tryAcquire()) return finish(index, passes(item, stage));
-      let result: boolean | PromiseLike<boolean>;
-      try {
-        result = (checks[stage] as ItemCheck<Req>)(item, context);
-      } catch (error) {
-        semaphore.release();
-        run.onError(error, stage);
-        continue items;
-      }
-      if (isThenable(result)) {
-        // This call keeps its context (it may read its signal later): later calls get a fresh one.
-        spare = undefined;
-        const verdict = settle(result, context, stage);
-        const from = stage + 1;
-        return finish(
-          index,
-          from < checks.length ? verdict.then((ok) => (ok && !aborted ? passes(item, from) : false)) : verdict,
-        );
-      }
-      semaphore.release();
-      if (result !== true) continue items;
-    }
-    admitted[index] = 1;
+    const verdict = check(items[index] as string);
+    if (typeof verdict !== 'boolean') return finish(index, verdict);
+    if (verdict) admitted[index] = 1;
   }
   return collect();
 

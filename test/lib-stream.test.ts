@@ -388,6 +388,7 @@ describe('keepalive', () => {
     for (const res of [closedByClient, cancelled, completed]) expect(res.violations).toStrictEqual([]);
     await hub.close();
   });
+
   test('streams sharing one keepalive period share one timer: a later stream gets its first keepalive within the period, and the timer goes with the last stream', async () => {
     fakeTimers();
     const hub = newHub();
