@@ -32,11 +32,9 @@ beforeAll(() => {
   }
 });
 
-afterAll(async () => {
-  // The express sample may have been stopped already, by the restart test.
-  await Promise.all(SAMPLES.map(async (kind) => (await starting[kind].catch(() => undefined))?.stop()));
-  await stopAllSamples();
-});
+// Killed, not stopped: their graceful shutdown is the contract suite's business, and it would wait for
+// the spare connections Node's fetch leaves after each close() (nodejs/undici#5845).
+afterAll(stopAllSamples);
 
 for (const kind of SAMPLES) {
   describe(`against the ${kind} sample`, () => {

@@ -77,6 +77,8 @@ const server = {
   url: '',
   script: ((exchange) => acknowledge(exchange, { toolsListChanged: true })) as Script,
   exchanges: [] as Exchange[],
+  /** TCP connections accepted. */
+  connections: 0,
 };
 
 beforeAll(async () => {
@@ -97,6 +99,7 @@ beforeAll(async () => {
       server.script(exchange);
     });
   });
+  server.http.on('connection', () => (server.connections += 1));
   await new Promise<void>((resolve) => server.http!.listen(0, '127.0.0.1', () => resolve()));
   server.url = `http://127.0.0.1:${(server.http.address() as AddressInfo).port}/mcp`;
 });
@@ -429,6 +432,31 @@ describe('after the acknowledgement', () => {
     expect(subscription.endReason).toBe('complete');
     expect(lines(await drain(subscription))).toStrictEqual([`${UPDATED} note://x/2`, TOOLS, 'end complete']);
     expect(subscription.error).toBe(undefined);
+  });
+
+  test('after the terminal result the response is read to its end: its connection is reused, none is opened', async () => {
+    server.http!.closeAllConnections();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const before = server.connections;
+    server.script = (exchange) => {
+      acknowledge(exchange, { toolsListChanged: true }, resultFrame(exchange.body.id));
+      setTimeout(() => exchange.res.end(), 20); // the end of the response comes after the result
+    };
+    for (let i = 0; i < 3; i++) {
+      expect(await (await subscribe()).ended).toBe('complete');
+      await new Promise((resolve) => setTimeout(resolve, 50)); // the response's last bytes are read
+    }
+    expect(server.connections - before).toBe(1);
+  });
+
+  test('a server that keeps the response open after its result is cut off after a second; the end is at once', async () => {
+    server.script = (exchange) => acknowledge(exchange, { toolsListChanged: true }, resultFrame(exchange.body.id));
+    const subscription = await subscribe();
+    expect(await subscription.ended).toBe('complete');
+    const started = Date.now();
+    await server.exchanges[0]!.gone;
+    expect(Date.now() - started).toBeGreaterThan(500);
+    expect(Date.now() - started).toBeLessThan(5000);
   });
 
   test('a stream that ends without the terminal result, or breaks, ends as lost', async () => {

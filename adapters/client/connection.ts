@@ -14,6 +14,9 @@ import { ACK_METHOD, isPlainObject, SUBSCRIPTION_ID_META_KEY } from './wire.ts';
 /** Most bytes of an error answer read, for its message and `error.body`: a refusal is short. */
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
 
+/** How long the rest of a response is read after its terminal result before it is cut (a server ends it at once). */
+const DRAIN_MS = 1000;
+
 /** What a connection tells its owner, synchronously, in the stream's order. */
 export interface ConnectionEvents {
   /** The acknowledgement: called before any notification that came after it (in the same chunk or not). */
@@ -130,7 +133,7 @@ export function openConnection(request: ResolvedListen, events: ConnectionEvents
   const { id } = request;
   const controller = new AbortController();
   let state: State = 'awaiting-ack';
-  let closedByOwner = false;
+  let draining: ReturnType<typeof setTimeout> | undefined;
   let timedOut = false;
   let resolveAck!: (honored: NotificationFilter) => void;
   let rejectAck!: (error: ListenError) => void;
@@ -185,8 +188,13 @@ export function openConnection(request: ResolvedListen, events: ConnectionEvents
     if (state !== 'open') return;
     state = 'done';
     signal.removeEventListener('abort', onAbort);
-    if (reason === 'complete') controller.abort(); // frees the connection if the server keeps it open
-    if (!closedByOwner) events.end(reason, cause);
+    // The rest of the response is read (and dropped) until the server ends it, so that its connection
+    // goes back to the pool as HTTP means it to. Aborting instead would leave Node's fetch with a spare
+    // connection that no request ever uses (nodejs/undici#5845), holding up the server's graceful
+    // shutdown. A server that keeps the response open after its result is cut off after DRAIN_MS.
+    draining = setTimeout(() => controller.abort(), DRAIN_MS);
+    draining.unref();
+    events.end(reason, cause);
   };
 
   const onMessage = (data: string): void => {
@@ -325,14 +333,14 @@ export function openConnection(request: ResolvedListen, events: ConnectionEvents
         return;
       }
       const body = response.body.getReader();
-      for (;;) {
-        const { done, value } = await body.read();
-        if (done) break;
-        if (value !== undefined) reader.push(value);
-        if (state === 'done') {
-          await body.cancel().catch(() => {});
-          return;
+      try {
+        for (;;) {
+          const { done, value } = await body.read();
+          if (done) break;
+          if (state !== 'done' && value !== undefined) reader.push(value);
         }
+      } finally {
+        clearTimeout(draining);
       }
       reader.end();
       reject(
@@ -365,7 +373,6 @@ export function openConnection(request: ResolvedListen, events: ConnectionEvents
         reject(listenError(ErrorCode.ListenAborted, 'listen was closed before its acknowledgement', id));
         return;
       }
-      closedByOwner = true;
       state = 'done';
       signal.removeEventListener('abort', onAbort);
       controller.abort();

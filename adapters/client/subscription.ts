@@ -142,6 +142,10 @@ export class ListenSubscription implements AsyncIterable<SubscriptionItem> {
    * Closes the subscription: aborts the stream (the server sees the client leave, spec §4) or a
    * re-listen in progress. Items already buffered can still be taken, then `end` with the reason
    * `'closed'`. Idempotent; resolves at once.
+   *
+   * Node's own `fetch` (undici) opens a spare connection to the server whenever a streaming response
+   * is aborted, and no request ever uses it (nodejs/undici#5845): a server's `close()` then waits for
+   * it (a few seconds) unless it calls `closeAllConnections()`, as a test's teardown may.
    */
   close(): Promise<void> {
     this.#finish('closed');
