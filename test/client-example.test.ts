@@ -24,6 +24,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await close(); // ends the open streams with their terminal result
+  server.closeAllConnections(); // and the spare one Node's fetch opens when a stream is closed (README)
   await new Promise((resolve) => server.close(resolve));
 });
 

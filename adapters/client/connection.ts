@@ -134,6 +134,9 @@ export function openConnection(request: ResolvedListen, events: ConnectionEvents
   const controller = new AbortController();
   let state: State = 'awaiting-ack';
   let draining: ReturnType<typeof setTimeout> | undefined;
+  /** The response's status once it came, and whether its body has been read to its end (or broke). */
+  let status: number | undefined;
+  let bodyOver = false;
   let timedOut = false;
   let resolveAck!: (honored: NotificationFilter) => void;
   let rejectAck!: (error: ListenError) => void;
@@ -192,8 +195,10 @@ export function openConnection(request: ResolvedListen, events: ConnectionEvents
     // goes back to the pool as HTTP means it to. Aborting instead would leave Node's fetch with a spare
     // connection that no request ever uses (nodejs/undici#5845), holding up the server's graceful
     // shutdown. A server that keeps the response open after its result is cut off after DRAIN_MS.
-    draining = setTimeout(() => controller.abort(), DRAIN_MS);
-    draining.unref();
+    if (!bodyOver) {
+      draining = setTimeout(() => controller.abort(), DRAIN_MS);
+      draining.unref();
+    }
     events.end(reason, cause);
   };
 
@@ -222,7 +227,7 @@ export function openConnection(request: ResolvedListen, events: ConnectionEvents
           `listen was refused: JSON-RPC ${error.code} ${JSON.stringify(error.message)}`,
           id,
           {
-            status: 200,
+            status,
             rpcCode: error.code,
             data: error.data,
           },
@@ -297,6 +302,7 @@ export function openConnection(request: ResolvedListen, events: ConnectionEvents
       );
       return;
     }
+    status = response.status;
     try {
       const type = (response.headers.get('content-type') ?? '').toLowerCase();
       if (response.status < 200 || response.status > 299 || type.startsWith('application/json')) {
@@ -340,6 +346,7 @@ export function openConnection(request: ResolvedListen, events: ConnectionEvents
           if (state !== 'done' && value !== undefined) reader.push(value);
         }
       } finally {
+        bodyOver = true;
         clearTimeout(draining);
       }
       reader.end();
