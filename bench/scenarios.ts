@@ -20,8 +20,7 @@ function frameworkRow(label: string, unit: string, key: string, digits: number):
     unit,
     digits,
     only: ['ours', 'ceiling'],
-    value: (figures, all) =>
-      (figures === all.ceiling ? all['ceiling-express']?.[key] : figures[key]),
+    value: (figures, all) => (figures === all.ceiling ? all['ceiling-express']?.[key] : figures[key]),
     note: "the ceiling column holds the ceiling mounted in Express behind the host's auth (same code, no library): the framework's own share",
   };
 }
