@@ -1,6 +1,6 @@
 // ESLint flat config: typescript-eslint's type-checked rules, plus the import boundaries of the
-// layout (lib/ knows no framework; adapters reach lib only through its two doors, never each other;
-// host apps use the published entries only).
+// layout (lib/ knows no framework; adapters reach lib only through its two doors, never each other, and
+// the client through the public one only, with fetch for HTTP; host apps use the published entries only).
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
@@ -61,6 +61,29 @@ export default tseslint.config(
               regex: '^\\.\\./\\.\\./lib/(?!(index|internal)\\.ts$)',
               message:
                 'Adapters import lib only through its doors: lib/index.ts (public) and lib/internal.ts (theirs).',
+            },
+            { regex: '^\\.\\./(?!\\.\\./lib/)', message: 'An adapter never imports another adapter.' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // The client runs in apps that have none of the server's frameworks: lib through its public door
+    // only, and HTTP through fetch only (the caller may hand its own).
+    files: ['adapters/client/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: ['node:http', 'http', 'node:https', 'https', 'node:http2', 'http2', 'node:net', 'net', 'undici'].map(
+            (name) => ({ name, message: 'The client speaks HTTP through fetch only (global, or options.fetch).' }),
+          ),
+          patterns: [
+            { group: frameworks, message: 'The client imports no framework.' },
+            {
+              regex: '^\\.\\./\\.\\./lib/(?!index\\.ts$)',
+              message: 'The client imports lib only through its public door, lib/index.ts.',
             },
             { regex: '^\\.\\./(?!\\.\\./lib/)', message: 'An adapter never imports another adapter.' },
           ],

@@ -71,6 +71,16 @@ export const ErrorCode = Object.freeze({
   InvalidNodeId: 'ERR_MCP_SUBSCRIPTIONS_INVALID_NODE_ID',
   /** Options that exclude each other were given together (`url` with `publisher`/`subscriber`, `client` without `url`). */
   ConflictingOptions: 'ERR_MCP_SUBSCRIPTIONS_CONFLICTING_OPTIONS',
+  /** Client: the URL `listen()` was given is not an absolute `http:` or `https:` URL. */
+  InvalidUrl: 'ERR_MCP_SUBSCRIPTIONS_INVALID_URL',
+  /** Client: the filter `listen()` was given is not an object, or one of its fields has the wrong type. */
+  InvalidFilter: 'ERR_MCP_SUBSCRIPTIONS_INVALID_FILTER',
+  /** Client: `headers` is not an object of strings, or sets a header that `listen()` owns (`Mcp-Method`, …). */
+  InvalidHeaders: 'ERR_MCP_SUBSCRIPTIONS_INVALID_HEADERS',
+  /** Client: `id` is neither a string nor a finite number. */
+  InvalidRequestId: 'ERR_MCP_SUBSCRIPTIONS_INVALID_REQUEST_ID',
+  /** Client: `signal` is not an `AbortSignal`. */
+  InvalidSignal: 'ERR_MCP_SUBSCRIPTIONS_INVALID_SIGNAL',
   /**
    * Redis: the url form found no client library (`ioredis` or `redis`, or the one `client` names). Reported
    * through the logger, not thrown: the library is loaded asynchronously after construction.
@@ -91,6 +101,24 @@ export const ErrorCode = Object.freeze({
   AuthorizeDeadline: 'ERR_MCP_SUBSCRIPTIONS_AUTHORIZE_DEADLINE',
   /** An engine invariant was broken (a reservation opened twice): a bug in an adapter. */
   Internal: 'ERR_MCP_SUBSCRIPTIONS_INTERNAL',
+
+  // Runtime errors of the client (`mcp-subscriptions/client`): `ListenError` and `WaitForError`.
+  /** Client: the server answered the listen request with an error (an HTTP error, or a JSON-RPC error). */
+  ListenRefused: 'ERR_MCP_SUBSCRIPTIONS_LISTEN_REFUSED',
+  /** Client: the listen request could not be sent, or no answer came (connection refused, DNS, reset). */
+  ListenFailed: 'ERR_MCP_SUBSCRIPTIONS_LISTEN_FAILED',
+  /** Client: the event stream ended before its acknowledgement. */
+  ListenEndedBeforeAck: 'ERR_MCP_SUBSCRIPTIONS_LISTEN_ENDED_BEFORE_ACK',
+  /** Client: the answer was not an event stream, or its first message was not a valid acknowledgement. */
+  ListenInvalidAck: 'ERR_MCP_SUBSCRIPTIONS_LISTEN_INVALID_ACK',
+  /** Client: no acknowledgement within `ackTimeoutMs`. */
+  ListenAckTimeout: 'ERR_MCP_SUBSCRIPTIONS_LISTEN_ACK_TIMEOUT',
+  /** Client: the caller's `signal` aborted the listen request before its acknowledgement. */
+  ListenAborted: 'ERR_MCP_SUBSCRIPTIONS_LISTEN_ABORTED',
+  /** Client: `waitFor()` saw no matching notification within its `timeoutMs`. */
+  WaitTimeout: 'ERR_MCP_SUBSCRIPTIONS_WAIT_TIMEOUT',
+  /** Client: the subscription ended before `waitFor()` saw a matching notification. */
+  WaitEnded: 'ERR_MCP_SUBSCRIPTIONS_WAIT_ENDED',
 });
 
 /** One of the codes in {@link ErrorCode}. */

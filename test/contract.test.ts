@@ -1,7 +1,10 @@
 /**
  * The sample apps' contract (docs/sample-app.md), black-box: each sample runs as a child process
- * exactly as `npm start` would, and everything below goes over real HTTP on loopback with a real SSE
- * reader. Nothing here knows how a sample is built, so one suite serves every sample.
+ * exactly as `npm start` would, and everything below goes over real HTTP on loopback. Tests that read
+ * notifications read them with the package's own listen client (`mcp-subscriptions/client`); tests of
+ * the wire itself (headers, the acknowledgement's and the result's exact messages, refusals, keepalive
+ * comments, a reader that stops reading its socket) use a raw SSE reader. Nothing here knows how a
+ * sample is built, so one suite serves every sample.
  *
  * Absence is never proven by waiting: each stream also listens to a "sentinel" shared note, and after
  * an action the test updates the sentinel and asserts what arrived before the sentinel's event.
@@ -21,6 +24,7 @@ import {
 } from './helpers/sample-app.ts';
 import { testUnless } from './helpers/skip.ts';
 import { listenBody, listenHeaders, post, type SseStream } from './helpers/sse.ts';
+import { listen, type ListenFilter, type ListenSubscription, type NotificationItem } from 'mcp-subscriptions/client';
 
 const SAMPLES = ['express', 'nest'] as const;
 
@@ -54,6 +58,32 @@ const uid = (prefix: string): string => `${prefix}-${++counter}`;
 
 /** Streams opened by the current test; closed (the client hangs up) after it. */
 const streams: SseStream[] = [];
+/**
+ * Subscriptions opened by the current test with the listen client, each with what cancels it; ended
+ * after the test.
+ */
+const subscriptions: { subscription: ListenSubscription; cancel: (() => Promise<Response>) | undefined }[] = [];
+
+/**
+ * Ends the current test's subscriptions. A principal's is cancelled by the server (its
+ * `notifications/cancelled`) rather than closed by the client: a stream the client aborts leaves Node's
+ * fetch a spare connection (nodejs/undici#5845) that the sample's graceful shutdown would wait for.
+ */
+async function endSubscriptions(): Promise<void> {
+  await Promise.all(
+    subscriptions.splice(0).map(async ({ subscription, cancel }) => {
+      if (subscription.endReason === undefined && cancel !== undefined) {
+        try {
+          await (await cancel()).text();
+          await Promise.race([subscription.ended, new Promise((resolve) => setTimeout(resolve, 2000))]);
+        } catch {
+          // The instance is gone: close() below is all there is to do.
+        }
+      }
+      await subscription.close();
+    }),
+  );
+}
 
 afterAll(stopAllSamples);
 
@@ -91,6 +121,25 @@ async function openStream(
   expect(ack?.method).toBe(ACK); // the first message of a stream is the acknowledgement
   return { stream, ack, honored: ack.params.notifications };
 }
+
+/**
+ * Opens a listen stream with the listen client, for a test that reads its notifications. The buffer is
+ * far above what any test sends between two reads: a contract test must see every notification, and
+ * `Watch.next()` checks that none was dropped.
+ */
+async function subscribe(
+  app: SampleApp,
+  token: string | undefined,
+  id: string | number,
+  filter: ListenFilter,
+): Promise<ListenSubscription> {
+  const subscription = await listen(app.url, filter, { headers: bearer(token), id, maxBuffer: 10_000 });
+  subscriptions.push({ subscription, cancel: token === undefined ? undefined : () => postCancel(app, token, id) });
+  return subscription;
+}
+
+/** Whether `n` is the update of `uri`. */
+const isUpdateOf = (uri: string) => (n: NotificationItem) => n.method === UPDATED && n.params.uri === uri;
 
 /** A response that is not a stream: waits for its end and parses its JSON body. */
 async function refusal(stream: SseStream): Promise<{ status: number; contentType: string; json: any }> {
@@ -176,33 +225,26 @@ class Sentinel {
   }
 }
 
-/** A stream read in batches: each batch is what arrived since the previous one, up to the next sentinel. */
+/** A subscription read in batches: each batch is what arrived since the previous one, up to the next sentinel. */
 class Watch {
-  private cursor = 1;
-
   constructor(
-    readonly stream: SseStream,
-    readonly ack: any,
+    readonly subscription: ListenSubscription,
     private readonly sentinel: Sentinel,
   ) {}
 
   /** What arrived before the next sentinel event (one-line descriptions, sorted unless `ordered`); moves past it. */
   async next({ ordered = false } = {}): Promise<string[]> {
-    let at = -1;
-    await this.stream.until(() => {
-      at = this.stream.events.findIndex(
-        (event, i) =>
-          i >= this.cursor && event.json?.method === UPDATED && event.json.params?.uri === this.sentinel.uri,
-      );
-      return at !== -1;
-    }, `the sentinel ${this.sentinel.uri}`);
-    const batch = this.stream.events.slice(this.cursor, at).map((event) => describeMessage(event.json));
-    this.cursor = at + 1;
+    const batch: string[] = [];
+    const isSentinel = isUpdateOf(this.sentinel.uri);
+    await this.subscription.waitFor(
+      (notification) => isSentinel(notification) || (batch.push(describeMessage(notification.message)), false),
+      { timeoutMs: 5000 },
+    );
+    expect(this.subscription.dropped).toBe(0); // nothing was let go unseen
     return ordered ? batch : sorted(batch);
   }
 }
 
-/** Opens a stream that also subscribes to `sentinel`. */
 /** POSTs `notifications/cancelled` for listen `id` as the holder of `token`. */
 function postCancel(app: SampleApp, token: string, id: string | number): Promise<Response> {
   return fetch(app.url, {
@@ -255,35 +297,30 @@ async function warm(a: SampleApp, b: SampleApp): Promise<void> {
   const name = uid('warm');
   const uri = `note://shared/${name}`;
   const probes = await Promise.all(
-    [a, b].map((instance) => openStream(instance, carol, uid('warm'), { resourceSubscriptions: [uri] })),
+    [a, b].map((instance) => subscribe(instance, carol, uid('warm'), { resourceSubscriptions: [uri] })),
   );
   for (const instance of [a, b]) expect((await putNote(instance, carol, 'shared', name, 'warm')).status).toBe(201);
-  for (const { stream } of probes) {
-    const updates = () =>
-      stream.events.filter((event) => event.json?.method === UPDATED && event.json.params.uri === uri).length;
-    await stream.until(() => updates() >= 2, 'the warm-up note created on both instances');
-    stream.close();
+  // The probes stay open until the instances stop and complete them: closing one would leave Node's
+  // fetch a spare connection (nodejs/undici#5845) that the instance's shutdown would wait for.
+  for (const probe of probes) {
+    let updates = 0;
+    // The warm-up note created on both instances.
+    await probe.waitFor((n) => isUpdateOf(uri)(n) && ++updates === 2, { timeoutMs: 5000 });
   }
 }
 
+/** Opens a subscription that also follows `sentinel` (the client declares the Tasks extension for `taskIds`). */
 async function watch(
   app: SampleApp,
   sentinel: Sentinel,
   token: string | undefined,
   id: string | number,
-  notifications: Record<string, unknown>,
-  meta: Record<string, unknown> = {},
+  filter: ListenFilter,
 ): Promise<Watch> {
-  const uris = (notifications.resourceSubscriptions as string[] | undefined) ?? [];
-  const { stream, ack, honored } = await openStream(
-    app,
-    token,
-    id,
-    { ...notifications, resourceSubscriptions: [...uris, sentinel.uri] },
-    meta,
-  );
-  expect(honored.resourceSubscriptions as string[]).toContain(sentinel.uri); // a shared note is readable by all
-  return new Watch(stream, ack, sentinel);
+  const uris = filter.resourceSubscriptions ?? [];
+  const subscription = await subscribe(app, token, id, { ...filter, resourceSubscriptions: [...uris, sentinel.uri] });
+  expect(subscription.honored.resourceSubscriptions).toContain(sentinel.uri); // a shared note is readable by all
+  return new Watch(subscription, sentinel);
 }
 
 for (const kind of SAMPLES) {
@@ -303,8 +340,9 @@ for (const kind of SAMPLES) {
       for (const app of Object.values(starting)) app.catch(() => {});
     });
 
-    afterEach(() => {
+    afterEach(async () => {
       for (const stream of streams.splice(0)) stream.close();
+      await endSubscriptions();
     });
 
     describe('default configuration', () => {
@@ -710,7 +748,7 @@ for (const kind of SAMPLES) {
             resourceSubscriptions: [`note://alice/${uid('other')}`],
           });
           const intruder = await watch(app, sentinel, bob, 'intruder', { resourceSubscriptions: [uri] });
-          expect(intruder.ack.params.notifications).toStrictEqual({ resourceSubscriptions: [sentinel.uri] });
+          expect(intruder.subscription.honored).toStrictEqual({ resourceSubscriptions: [sentinel.uri] });
 
           const phases: [string, () => Promise<HttpAnswer>, number, string[], string[], string[]][] = [
             [
@@ -787,16 +825,23 @@ for (const kind of SAMPLES) {
         });
 
         it('every message carries the listen id as its subscriptionId: string and number ids, 0, "" and escapes', async () => {
+          // The raw reader: that each message is one `data:` line is a fact of the bytes.
           const sentinel = await Sentinel.create(app);
           const ids = ['listen-1', 0, 42, '', -1.5, 'quote" back\\ newline\n sep\u2028 emoji 😀'];
-          const watchers = [];
-          for (const id of ids) watchers.push(await watch(app, sentinel, alice, id, { toolsListChanged: true }));
+          const opened: SseStream[] = [];
+          for (const id of ids) {
+            const filter = { toolsListChanged: true, resourceSubscriptions: [sentinel.uri] };
+            opened.push((await openStream(app, alice, id, filter)).stream);
+          }
           expect((await app.api(alice, 'POST', '/api/catalog/tools')).status).toBe(202);
           await sentinel.fire();
-          for (const [i, watcher] of watchers.entries()) {
-            expect(await watcher.next()).toStrictEqual([TOOLS]);
-            expect(watcher.stream.events.length).toBe(3);
-            for (const event of watcher.stream.events) {
+          for (const [i, stream] of opened.entries()) {
+            await stream.until(() => stream.events.length >= 3, 'the tools change and the sentinel');
+            expect(stream.events.slice(1).map((event) => describeMessage(event.json))).toStrictEqual([
+              TOOLS,
+              `${UPDATED} ${sentinel.uri}`,
+            ]);
+            for (const event of stream.events) {
               expect(event.data).not.toContain('\n'); // one data line per message
               expect(event.json.jsonrpc).toBe('2.0');
               expect(event.json.params._meta[SUBSCRIPTION_ID]).toBe(ids[i]);
@@ -815,9 +860,7 @@ for (const kind of SAMPLES) {
           const res = await cancel(alice);
           expect(res.status).toBe(202);
           expect(await res.text()).toBe('');
-          await watcher.stream.end();
-          // a cancelled stream gets no result
-          expect(watcher.stream.events.every((event) => event.json?.result === undefined)).toBeTruthy();
+          expect(await watcher.subscription.ended).toBe('lost'); // a cancelled stream gets no result
         });
       });
 
@@ -831,15 +874,15 @@ for (const kind of SAMPLES) {
 
         it('a listen with taskIds and the extension declared receives each status change with the full state', async () => {
           const task = await createTask(app, alice);
-          const { stream, honored } = await openStream(app, alice, 'task-listen', { taskIds: [task] }, TASKS_META);
-          expect(honored).toStrictEqual({ taskIds: [task] });
-          const statuses = ['input_required', 'working', 'completed'];
-          for (const [i, status] of statuses.entries()) {
+          const subscription = await subscribe(app, alice, 'task-listen', { taskIds: [task] });
+          expect(subscription.honored).toStrictEqual({ taskIds: [task] });
+          const items = subscription[Symbol.asyncIterator]();
+          for (const status of ['input_required', 'working', 'completed']) {
             const res = await app.api(alice, 'POST', `/api/tasks/${task}/status`, { status });
             expect(res.status).toBe(200);
-            const message = (await stream.event(i + 2)).json;
-            expect(message.method).toBe(TASK);
-            const { _meta: meta, ...state } = message.params;
+            const item = (await items.next()).value!;
+            expect(item.type === 'notification' && item.method).toBe(TASK); // the very next item
+            const { _meta: meta, ...state } = (item as { params: Record<string, any> }).params;
             expect(meta[SUBSCRIPTION_ID]).toBe('task-listen');
             expect(state.taskId).toBe(task);
             expect(state.status).toBe(status);
@@ -866,17 +909,12 @@ for (const kind of SAMPLES) {
           const sentinel = await Sentinel.create(app);
           const mine = await createTask(app, alice);
           const theirs = await createTask(app, bob);
-          const aliceWatch = await watch(
-            app,
-            sentinel,
-            alice,
-            uid('tasks'),
-            { taskIds: [mine, theirs, uid('no-such-task'), mine] },
-            TASKS_META,
-          );
-          expect(aliceWatch.ack.params.notifications.taskIds).toStrictEqual([mine]);
-          const bobWatch = await watch(app, sentinel, bob, uid('tasks'), { taskIds: [theirs, mine] }, TASKS_META);
-          expect(bobWatch.ack.params.notifications.taskIds).toStrictEqual([theirs]);
+          const aliceWatch = await watch(app, sentinel, alice, uid('tasks'), {
+            taskIds: [mine, theirs, uid('no-such-task'), mine],
+          });
+          expect(aliceWatch.subscription.honored.taskIds).toStrictEqual([mine]);
+          const bobWatch = await watch(app, sentinel, bob, uid('tasks'), { taskIds: [theirs, mine] });
+          expect(bobWatch.subscription.honored.taskIds).toStrictEqual([theirs]);
           expect((await app.api(bob, 'POST', `/api/tasks/${theirs}/status`, { status: 'failed' })).status).toBe(200);
           expect((await app.api(alice, 'POST', `/api/tasks/${mine}/status`, { status: 'cancelled' })).status).toBe(200);
           await sentinel.fire();
@@ -898,8 +936,8 @@ for (const kind of SAMPLES) {
           });
           return {
             sentinel,
-            alice: await watch(app, sentinel, alice, uid('errors'), everything('alice', aliceTask), TASKS_META),
-            bob: await watch(app, sentinel, bob, uid('errors'), everything('bob', bobTask), TASKS_META),
+            alice: await watch(app, sentinel, alice, uid('errors'), everything('alice', aliceTask)),
+            bob: await watch(app, sentinel, bob, uid('errors'), everything('bob', bobTask)),
           };
         }
 
@@ -1197,7 +1235,8 @@ for (const kind of SAMPLES) {
         // The listen id is in every frame: a long one fills the paused reader's socket after a few dozen
         // events rather than tens of thousands, so the hub has to queue for it.
         const pausedId = `paused-${'x'.repeat(60_000)}`;
-        const paused = await watch(app, sentinel, alice, pausedId, { resourceSubscriptions: uris });
+        // The raw reader for the paused one: only it can stop reading its socket.
+        const paused = await openStream(app, alice, pausedId, { resourceSubscriptions: [...uris, sentinel.uri] });
         const live = await watch(app, sentinel, alice, 'live', { resourceSubscriptions: uris });
         paused.stream.pause();
         const expected: string[] = [];
@@ -1355,6 +1394,9 @@ for (const kind of SAMPLES) {
         const names = ((list.message?.result?.tools ?? []) as { name: string }[]).map((tool) => tool.name);
         expect(names).toContain('test_trigger_tool_change');
         expect(names).toContain('test_trigger_prompt_change');
+        // The raw reader, not the listen client: the SIGINT test below stops this instance, and a stream
+        // the client closes leaves Node's fetch with a spare connection (nodejs/undici#5845) that the
+        // sample's shutdown would wait for, seconds.
         const id = uid('conformance-listen');
         const { stream, honored } = await openStream(app, undefined, id, {
           toolsListChanged: true,
@@ -1415,16 +1457,19 @@ for (const kind of SAMPLES) {
           const sentinel = Sentinel.named(a);
           const probes = await Promise.all(
             [a, b].map((instance) =>
-              openStream(instance, carol, uid('probe'), {
+              subscribe(instance, carol, uid('probe'), {
                 resourcesListChanged: true,
                 resourceSubscriptions: [sentinel.uri],
               }),
             ),
           );
           await sentinel.createOn(a, b);
-          for (const { stream } of probes) {
-            const seen = (method: string) => stream.events.filter((event) => event.json?.method === method).length;
-            await stream.until(() => seen(RESOURCES) >= 2 && seen(UPDATED) >= 2, 'both sentinel creations');
+          for (const probe of probes) {
+            const seen: Record<string, number> = { [RESOURCES]: 0, [UPDATED]: 0 };
+            // Both sentinel creations: a list change and an update from each instance.
+            await probe.waitFor((n) => ++seen[n.method]! >= 2 && seen[RESOURCES]! >= 2 && seen[UPDATED]! >= 2, {
+              timeoutMs: 5000,
+            });
           }
           const name = uid('bridged');
           const uri = `note://alice/${name}`;
@@ -1480,9 +1525,7 @@ for (const kind of SAMPLES) {
           // Alice's own cancel, received by the instance that does not hold her stream, ends it there.
           const res = await postCancel(b, alice, id);
           expect(res.status).toBe(202);
-          await watcher.stream.end();
-          // a cancelled stream gets no result
-          expect(watcher.stream.events.every((event) => event.json?.result === undefined)).toBeTruthy();
+          expect(await watcher.subscription.ended).toBe('lost'); // a cancelled stream gets no result
         } finally {
           await Promise.all([a.stop(), b.stop()]);
           await redis.stop();
@@ -1514,15 +1557,14 @@ for (const kind of SAMPLES) {
           restarted = await startRedis({ port: redis.port });
           if (restarted === undefined) throw new Error('redis-server could not be restarted');
           // Once both instances are back on Redis, a change on b reaches the stream on a again.
-          const updates = () =>
-            onA.stream.events.filter((event) => event.json?.method === UPDATED && event.json.params.uri === uri).length;
-          const before = updates();
           await eventually(
             async () => {
               // Each instance keeps its own notes: the first write on b creates it there.
               expect([200, 201]).toContain((await putNote(b, alice, 'alice', name, uid('after'))).status);
-              await new Promise((resolve) => setTimeout(resolve, 100));
-              return updates() > before;
+              return onA.subscription.waitFor(isUpdateOf(uri), { timeoutMs: 100 }).then(
+                () => true,
+                () => false,
+              );
             },
             'an update published on b reaching the stream on a after the restart',
             { timeoutMs: 30_000, intervalMs: 200 },

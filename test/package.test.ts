@@ -27,6 +27,7 @@ const ENTRIES = {
   './express': 'adapters/express/index',
   './nest': 'adapters/nest/index',
   './redis': 'adapters/redis/index',
+  './client': 'adapters/client/index',
 } as const;
 
 interface Manifest {
@@ -85,6 +86,7 @@ describe('the published manifest', () => {
       ['./express', ['mcp-subscriptions-source'], './adapters/express/index.ts'],
       ['./nest', ['mcp-subscriptions-source'], './adapters/nest/index.ts'],
       ['./redis', ['mcp-subscriptions-source'], './adapters/redis/index.ts'],
+      ['./client', ['mcp-subscriptions-source'], './adapters/client/index.ts'],
     ]);
     const conditions = new Set(leaves.flatMap((leaf) => leaf.conditions));
     expect([...conditions].sort()).toStrictEqual(['default', 'mcp-subscriptions-source', 'require', 'types']);
@@ -112,6 +114,7 @@ describe('the published manifest', () => {
         express: ['./dist/cjs/adapters/express/index.d.ts'],
         nest: ['./dist/cjs/adapters/nest/index.d.ts'],
         redis: ['./dist/cjs/adapters/redis/index.d.ts'],
+        client: ['./dist/cjs/adapters/client/index.d.ts'],
       },
     });
   });
@@ -142,8 +145,8 @@ describe('the published files', () => {
   it('are the two builds, the sources their maps point to, the README, the licence and the manifest: nothing else', () => {
     const unexpected = files.filter(
       (file) =>
-        !/^dist\/(cjs\/)?(lib|adapters\/(express|nest|redis))\/[a-z-.]+\.(js|js\.map|d\.ts)$/.test(file) &&
-        !/^(lib|adapters\/(express|nest|redis))\/[a-z-.]+\.ts$/.test(file) &&
+        !/^dist\/(cjs\/)?(lib|adapters\/(express|nest|redis|client))\/[a-z-.]+\.(js|js\.map|d\.ts)$/.test(file) &&
+        !/^(lib|adapters\/(express|nest|redis|client))\/[a-z-.]+\.ts$/.test(file) &&
         !['dist/cjs/package.json', 'README.md', 'LICENSE', 'package.json'].includes(file),
     );
     expect(unexpected).toStrictEqual([]);
@@ -230,7 +233,16 @@ const MATRIX: readonly Consumer[] = [
 interface ConsumerReport {
   format: string;
   resolved: Record<string, string>;
-  values: { SubscriptionHub: string; openStreams: number; mcpSubscriptions: string; McpSubscriptionsModule: boolean };
+  values: {
+    SubscriptionHub: string;
+    openStreams: number;
+    mcpSubscriptions: string;
+    McpSubscriptionsModule: boolean;
+    RedisBus: string;
+    redisStats: string;
+    listen: string;
+    listenErrorCode: string;
+  };
 }
 
 describe('consumers compiled against the tarball with their own tsconfig, then run', () => {
@@ -288,6 +300,8 @@ describe('consumers compiled against the tarball with their own tsconfig, then r
         McpSubscriptionsModule: true,
         RedisBus: 'function',
         redisStats: 'connected',
+        listen: 'function',
+        listenErrorCode: 'ERR_MCP_SUBSCRIPTIONS_LISTEN_REFUSED',
       });
     },
     CONSUMER_TIMEOUT_MS,

@@ -15,6 +15,15 @@ const RUNTIME_CODES: readonly string[] = [
   // An OptionsError by class, but reported at run time: the url form of RedisBus loads its library
   // asynchronously, after the constructor returned.
   ErrorCode.RedisClientMissing,
+  // The client's: a listen that did not get as far as its acknowledgement, and waitFor() giving up.
+  ErrorCode.ListenRefused,
+  ErrorCode.ListenFailed,
+  ErrorCode.ListenEndedBeforeAck,
+  ErrorCode.ListenInvalidAck,
+  ErrorCode.ListenAckTimeout,
+  ErrorCode.ListenAborted,
+  ErrorCode.WaitTimeout,
+  ErrorCode.WaitEnded,
 ];
 
 /** The codes an `OptionsError` may carry. */

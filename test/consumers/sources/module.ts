@@ -5,6 +5,7 @@ import { SubscriptionHub, type HubStats } from 'mcp-subscriptions';
 import { mcpSubscriptions, type McpSubscriptionsMiddleware } from 'mcp-subscriptions/express';
 import { McpSubscriptionsModule, type McpSubscriptionsModuleOptions } from 'mcp-subscriptions/nest';
 import { RedisBus, type RedisBusStats } from 'mcp-subscriptions/redis';
+import { listen, ListenError, type ListenOptions, type SubscriptionItem } from 'mcp-subscriptions/client';
 
 const hub = new SubscriptionHub();
 const stats: HubStats = hub.stats();
@@ -12,11 +13,20 @@ const middleware: McpSubscriptionsMiddleware = mcpSubscriptions({ hub, capabilit
 const options: McpSubscriptionsModuleOptions = { capabilities: { toolsListChanged: true } };
 const dynamicModule = McpSubscriptionsModule.forRoot(options);
 const redisStats: keyof RedisBusStats = 'connected';
+const listenOptions: ListenOptions = { maxBuffer: 10, reconnect: { maxAttempts: 3 } };
+const listenError = new ListenError('ERR_MCP_SUBSCRIPTIONS_LISTEN_REFUSED', 'refused', { status: 503 });
+const endItem: SubscriptionItem = { type: 'end', reason: 'closed' };
 
 // Never called: it proves the types are the package's own, not `any`, since a wrong option must not compile.
 export function misuse(): SubscriptionHub {
   // @ts-expect-error `maxBuffer` is a number
   return new SubscriptionHub({ maxBuffer: 'many' });
+}
+
+// Never called either: the client's options are typed too.
+export function misuseClient(): unknown {
+  // @ts-expect-error `overflow` is one of the hub's policies
+  return listen('http://127.0.0.1/mcp', { toolsListChanged: true }, { overflow: 'block' });
 }
 
 console.log(
@@ -27,6 +37,7 @@ console.log(
       './express': import.meta.resolve('mcp-subscriptions/express'),
       './nest': import.meta.resolve('mcp-subscriptions/nest'),
       './redis': import.meta.resolve('mcp-subscriptions/redis'),
+      './client': import.meta.resolve('mcp-subscriptions/client'),
     },
     values: {
       SubscriptionHub: typeof SubscriptionHub,
@@ -35,6 +46,8 @@ console.log(
       McpSubscriptionsModule: dynamicModule.module === McpSubscriptionsModule,
       RedisBus: typeof RedisBus,
       redisStats,
+      listen: typeof listen,
+      listenErrorCode: endItem.type === 'end' && listenOptions.maxBuffer === 10 ? listenError.code : '',
     },
   }),
 );

@@ -1,0 +1,214 @@
+/**
+ * Every public option and type of `mcp-subscriptions/client`, in one place (lib/types.ts is the
+ * engine's). Types only.
+ */
+import type { NotificationFilter, OverflowPolicy, RequestId } from '../../lib/index.ts';
+import type { ListenError } from './errors.ts';
+
+/**
+ * What a listen request asks for (spec §1): every field optional and opt-in. `taskIds` needs the
+ * Tasks extension, which `listen()` declares by itself.
+ */
+export interface ListenFilter {
+  readonly toolsListChanged?: boolean;
+  readonly promptsListChanged?: boolean;
+  readonly resourcesListChanged?: boolean;
+  /** Absolute URIs whose `notifications/resources/updated` you want. */
+  readonly resourceSubscriptions?: readonly string[];
+  /** Task ids whose `notifications/tasks` you want (Tasks extension). */
+  readonly taskIds?: readonly string[];
+}
+
+/** Request headers: names in any case, string values. */
+export type ListenHeaders = Readonly<Record<string, string>>;
+
+/** The part of a `fetch` response the client reads. The global `Response` is one. */
+export interface FetchResponse {
+  readonly status: number;
+  readonly statusText?: string;
+  readonly headers: { get(name: string): string | null };
+  readonly body: {
+    getReader(): {
+      read(): Promise<{ done: boolean; value?: Uint8Array }>;
+      cancel(reason?: unknown): Promise<void>;
+    };
+  } | null;
+}
+
+/** The `init` the client hands `fetch`. */
+export interface FetchInit {
+  readonly method: 'POST';
+  readonly headers: Record<string, string>;
+  readonly body: string;
+  readonly signal: AbortSignal;
+}
+
+/** A `fetch` the client can use: the global one, undici's, or a wrapper of either. */
+export type FetchLike = (url: string, init: FetchInit) => Promise<FetchResponse>;
+
+/** Reconnection after a stream ended without the caller asking (see {@link ListenOptions.reconnect}). */
+export interface ReconnectOptions {
+  /**
+   * The first backoff step, in milliseconds (1 to 2147483647). The delay before attempt `n` is drawn
+   * at random between 0 and `min(maxDelayMs, initialDelayMs × 2^(n-1))` ("full jitter"), and is never
+   * shorter than a `Retry-After` the server sent.
+   * @default 500
+   */
+  readonly initialDelayMs?: number;
+  /** The longest backoff step, in milliseconds (1 to 2147483647; a `Retry-After` may ask for longer). @default 30000 */
+  readonly maxDelayMs?: number;
+  /**
+   * Attempts in a row (a positive integer) before giving up, which ends the subscription with the reason
+   * `'lost'` and the last failure as `subscription.error`; or `false` to try for ever. Counted afresh
+   * after each successful re-listen.
+   * @default false
+   */
+  readonly maxAttempts?: number | false;
+}
+
+/** Options of {@link listen}. Unknown keys are refused. */
+export interface ListenOptions {
+  /**
+   * Headers added to the request (your auth: `{ authorization: 'Bearer …' }`), or a function that
+   * returns them, called before every attempt (a token that expires between re-listens). They may not
+   * set `Content-Type`, `Accept`, `MCP-Protocol-Version` or `Mcp-Method`: the client sets those from
+   * the request it sends.
+   * @default none
+   */
+  readonly headers?: ListenHeaders | (() => ListenHeaders | PromiseLike<ListenHeaders>);
+  /**
+   * The JSON-RPC id of the request, hence the subscription id every message of the stream carries
+   * (a string or a finite number). Re-listens use the same id.
+   * @default a fresh `listen-<uuid>`
+   */
+  readonly id?: RequestId;
+  /**
+   * The `fetch` to send the request with: pass undici's with a dispatcher of your own (a proxy, TLS
+   * options, or no body timeout: Node's own fetch gives up on a body silent for 5 minutes, which
+   * keepalive comments prevent).
+   * @default globalThis.fetch
+   */
+  readonly fetch?: FetchLike;
+  /**
+   * Most notifications held for a consumer that does not keep up (a positive integer). The hub's
+   * default, for the same reason: a bound that holds a burst.
+   * @default 100
+   */
+  readonly maxBuffer?: number;
+  /**
+   * What a full buffer does with one more notification, the hub's policies: `'drop-oldest'` forgets the
+   * oldest held, `'drop-newest'` forgets the new one, `'close'` ends the subscription with the reason
+   * `'overflow'` (after what it holds). Drops are counted in a `dropped` item, where they happened.
+   * @default 'drop-oldest'
+   */
+  readonly overflow?: OverflowPolicy;
+  /**
+   * Aborts the listen request (`listen()` rejects with `ErrorCode.ListenAborted`), or, once it was
+   * acknowledged, closes the subscription as `close()` does.
+   */
+  readonly signal?: AbortSignal;
+  /**
+   * Listen again, by itself, when the stream ends without the caller asking: after `'lost'` (the stream
+   * broke), and after `'complete'` while the honoured filter was not empty (a server shutting down
+   * completes its streams; the next instance will serve the same filter). Attempts back off with
+   * jitter, honour `Retry-After`, and retry network errors, 5xx, 429 and JSON-RPC -32603 answers; any
+   * other refusal ends the subscription with the reason `'refused'`. After each successful re-listen a
+   * `gap` item tells the consumer that events may have been missed meanwhile. `true` takes the
+   * defaults of {@link ReconnectOptions}. The first `listen()` is never retried: it rejects.
+   * @default false
+   */
+  readonly reconnect?: boolean | ReconnectOptions;
+  /**
+   * `_meta["io.modelcontextprotocol/clientCapabilities"]` of the request. When the filter has
+   * `taskIds`, the Tasks extension (`extensions["io.modelcontextprotocol/tasks"]`) is added if missing.
+   * @default {}
+   */
+  readonly clientCapabilities?: Readonly<Record<string, unknown>>;
+  /**
+   * How long to wait for the acknowledgement, in milliseconds (1 to 2147483647), or `false` for as long
+   * as it takes. Counts from the moment the request is sent; the server's authorization of your URIs
+   * happens within it.
+   * @default 30000
+   */
+  readonly ackTimeoutMs?: number | false;
+}
+
+/** Options of {@link ListenSubscription.waitFor}. */
+export interface WaitForOptions {
+  /**
+   * How long to wait, in milliseconds (1 to 2147483647), or `false` for ever. Below jest's default test
+   * timeout (5 s), so that a failing test reports what arrived instead.
+   * @default 3000
+   */
+  readonly timeoutMs?: number | false;
+}
+
+/** Why a subscription ended. */
+export type EndReason =
+  /** The server ended the stream with its terminal result (and no re-listen followed). */
+  | 'complete'
+  /** `close()`, the iterator's `return()` (a `break` out of `for await`), or the caller's `signal`. */
+  | 'closed'
+  /** The stream broke without the terminal result (and re-listening, if on, gave up). */
+  | 'lost'
+  /** The buffer was full under `overflow: 'close'`. */
+  | 'overflow'
+  /** A re-listen was refused for good (a 4xx other than 408 and 429): see `subscription.error`. */
+  | 'refused';
+
+/** A JSON-RPC notification as it came on the stream. */
+export interface JsonRpcNotification {
+  readonly jsonrpc: '2.0';
+  readonly method: string;
+  readonly params?: NotificationParams;
+}
+
+/** A notification's `params`: `_meta` (with the subscription id) and the method's own fields (`uri`, …). */
+export interface NotificationParams {
+  readonly _meta?: Readonly<Record<string, unknown>>;
+  readonly [field: string]: unknown;
+}
+
+/** A change notification. */
+export interface NotificationItem {
+  readonly type: 'notification';
+  /** `notifications/resources/updated`, `notifications/tools/list_changed`, … */
+  readonly method: string;
+  /** The notification's params (`{}` when it had none): `params.uri` for a resource update. */
+  readonly params: NotificationParams;
+  /** The JSON-RPC message, as received. */
+  readonly message: JsonRpcNotification;
+}
+
+/** Notifications the buffer let go, in place of them: `count` in a row (see `maxBuffer`, `overflow`). */
+export interface DroppedItem {
+  readonly type: 'dropped';
+  readonly count: number;
+}
+
+/**
+ * A re-listen succeeded after the stream ended (`reason`): events published meanwhile are lost, so
+ * re-read the state you follow. `honored` is what the new stream honours (it may differ: a URI you may
+ * no longer read is gone).
+ */
+export interface GapItem {
+  readonly type: 'gap';
+  readonly reason: 'lost' | 'complete';
+  readonly honored: NotificationFilter;
+  /** Attempts it took. */
+  readonly attempts: number;
+}
+
+/** The last item: the subscription is over; the iterator finishes after it. */
+export interface EndItem {
+  readonly type: 'end';
+  readonly reason: EndReason;
+  /** For `'refused'`, and `'lost'` after re-listening gave up: the last failure. */
+  readonly error?: ListenError;
+}
+
+/** What iterating a subscription yields, in the order it happened. */
+export type SubscriptionItem = NotificationItem | DroppedItem | GapItem | EndItem;
+
+/** What `waitFor()` looks for: a method name, or a predicate over notifications. */
+export type NotificationMatch = string | ((notification: NotificationItem) => boolean);
