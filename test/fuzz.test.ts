@@ -34,6 +34,11 @@ const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
 const LIMIT = 64 * 1024;
 const SERVER: OracleServer = { maxBodyBytes: LIMIT, maxFilterEntries: 1000, protocolVersions: [VERSION], tasks: true };
 const SPEC_CODES = [-32700, -32600, -32602, -32020, -32022, -32601, -32021, -32603];
+/**
+ * Shrinking replays a failing case over HTTP many times: past this limit fast-check stops and reports
+ * the smallest counterexample so far, with its seed, before jest's timeout (60 s) would swallow it.
+ */
+const BOUNDED = { interruptAfterTimeLimit: 45_000, markInterruptAsFailure: true } as const;
 
 // ---------------------------------------------------------------------------------------------------
 // The servers: one per Express major, each with a hub of its own
@@ -579,7 +584,7 @@ describe('the request path, fuzzed over real HTTP (Express 5 and 4)', () => {
       framing: framingArb,
       node: nodeIndex,
     },
-    { numRuns: 400 },
+    { ...BOUNDED, numRuns: 400 },
   )(
     'JSON documents with wrong types at every depth, huge values, deep nests, prototype keys and duplicate keys: the answer the spec orders',
     async ({ base, mutations, space, framing, node: n }) => {
@@ -622,7 +627,7 @@ describe('the request path, fuzzed over real HTTP (Express 5 and 4)', () => {
       framing: framingArb,
       node: nodeIndex,
     },
-    { numRuns: 120 },
+    { ...BOUNDED, numRuns: 120 },
   )(
     'bytes that are not UTF-8 or not JSON: a clean error (or, where they decode to a valid request, its ack)',
     async ({ base, damage, framing, node: n }) => {
@@ -751,7 +756,7 @@ describe('the request path, fuzzed over real HTTP (Express 5 and 4)', () => {
       framing: framingArb,
       node: nodeIndex,
     },
-    { numRuns: 200 },
+    { ...BOUNDED, numRuns: 200 },
   )(
     'headers absent, duplicated, in odd cases or disagreeing with the body: the answer the spec orders',
     async ({ base, bodyVersion, bodyMethod, headers, framing, node: n }) => {
@@ -791,7 +796,7 @@ describe('the request path, fuzzed over real HTTP (Express 5 and 4)', () => {
       framing: framingArb,
       node: nodeIndex,
     },
-    { numRuns: 40 },
+    { ...BOUNDED, numRuns: 40 },
   )(
     `bodies up to maxBodyBytes are served; past it, 413 with Connection: close (${LIMIT} bytes)`,
     async ({ size, id, framing, node: n }) => {
@@ -860,7 +865,7 @@ describe('bodies that trickle in (slowloris)', () => {
       pauses: fc.array(fc.integer({ min: 0, max: 8 }), { minLength: 1, maxLength: 8 }),
       node: nodeIndex,
     },
-    { numRuns: 8 },
+    { ...BOUNDED, numRuns: 8 },
   )(
     'split anywhere, with random pauses: the same ack, and others served meanwhile',
     async ({ cuts, pauses, node: n }) => {
@@ -880,7 +885,7 @@ describe('bodies that trickle in (slowloris)', () => {
       answer.close();
       await expectHealthy(node);
     },
-    30_000,
+    60_000,
   );
 
   test("a body that stops coming: the server's requestTimeout answers 408, and nothing of the hub is held", async () => {
@@ -1020,7 +1025,7 @@ describe('the SSE output, fuzzed', () => {
       ),
       cuts: fc.array(fc.nat({ max: 20_000 }), { maxLength: 30 }),
     },
-    { numRuns: 100 },
+    { ...BOUNDED, numRuns: 100 },
   )(
     'whatever a URI, a task id or a task state contains, every frame is one data line whose JSON round-trips exactly',
     async ({ id, uris, duplicate, tasks, order, cuts }) => {
