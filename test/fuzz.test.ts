@@ -14,6 +14,8 @@ import { afterAll, beforeAll, describe, expect } from '@jest/globals';
 import { fc, test } from '@fast-check/jest';
 import { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import type { ErrorRequestHandler } from 'express';
 import { ErrorCode, SubscriptionHub } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
 import { isAbsoluteUri } from '../lib/internal.ts';
@@ -53,6 +55,8 @@ interface Node {
   seen: IncomingHttpHeaders | undefined;
   /** The last request, if the middleware handed it on to the host's handler. */
   passedOn: { body: unknown } | undefined;
+  /** Errors that reached the host's error handler: a client's doing never should. */
+  readonly hostErrors: unknown[];
 }
 
 const nodes: Node[] = [];
@@ -63,7 +67,10 @@ async function startNode(flavour: (typeof expressFlavours)[number]): Promise<Nod
   const logger = recordingLogger();
   const hub = new SubscriptionHub({ logger });
   const app = flavour.express();
-  const node = { name: flavour.name, hub, logger, seen: undefined, passedOn: undefined } as Omit<Node, 'server'> & {
+  const node = { name: flavour.name, hub, logger, seen: undefined, passedOn: undefined, hostErrors: [] } as Omit<
+    Node,
+    'server'
+  > & {
     server?: RunningServer;
   };
   app.post(
@@ -93,6 +100,11 @@ async function startNode(flavour: (typeof expressFlavours)[number]): Promise<Nod
       res.status(299).json({ passedOn: true });
     },
   );
+  const onError: ErrorRequestHandler = (error, _req, res, _next) => {
+    node.hostErrors.push(error);
+    res.status(500).end();
+  };
+  app.use(onError);
   node.server = await listenOn(app);
   return node as Node;
 }
@@ -244,6 +256,7 @@ async function expectHealthy(node: Node): Promise<void> {
   );
   expect(node.logger.errors).toStrictEqual([]);
   expect(unhandled).toStrictEqual([]);
+  expect(node.hostErrors).toStrictEqual([]);
   expectUnpolluted();
 }
 
@@ -883,6 +896,48 @@ describe('bodies that trickle in (slowloris)', () => {
         resourceSubscriptions: ['note://slow/1'],
       });
       answer.close();
+      await expectHealthy(node);
+    },
+    60_000,
+  );
+
+  test.prop(
+    {
+      cut: fc.nat(),
+      framing: fc.constantFrom('content-length' as const, 'chunked' as const),
+      pauseMs: fc.integer({ min: 0, max: 20 }),
+      node: nodeIndex,
+    },
+    { ...BOUNDED, numRuns: 20 },
+  )(
+    "a client that hangs up anywhere in its body: nobody's error (not the host's error handler's, not the log's), no slot held",
+    async ({ cut, framing, pauseMs, node: n }) => {
+      const node = nodes[n]!;
+      const bytes = body('gone');
+      const sent = bytes.subarray(0, cut % bytes.length);
+      const closed = new Promise<void>((resolve) =>
+        node.server.server.once('connection', (socket: Socket) => socket.once('close', () => resolve())),
+      );
+      const { port } = new URL(node.server.url);
+      const client = connect(Number(port), '127.0.0.1');
+      client.on('error', () => {});
+      await new Promise((resolve) => client.once('connect', resolve));
+      client.write(
+        [
+          'POST /mcp HTTP/1.1',
+          'Host: 127.0.0.1',
+          ...Object.entries(headers).map(([name, value]) => `${name}: ${value}`),
+          framing === 'chunked' ? 'Transfer-Encoding: chunked' : `Content-Length: ${bytes.length}`,
+          '',
+          '',
+        ].join('\r\n'),
+      );
+      if (sent.length > 0)
+        client.write(framing === 'chunked' ? `${sent.length.toString(16)}\r\n${sent.toString()}\r\n` : sent);
+      await new Promise((resolve) => setTimeout(resolve, pauseMs));
+      client.destroy();
+      await closed;
+      await new Promise((resolve) => setImmediate(resolve));
       await expectHealthy(node);
     },
     60_000,
