@@ -492,11 +492,23 @@ const KEYS = [
   'then',
   'length',
 ];
-const keyArb = fc.oneof(
-  fc.constantFrom(...KEYS),
-  fc.constantFrom('id', 'jsonrpc', 'method', 'params', '_meta', 'notifications'),
-  nastyString(4),
-);
+/** The request's own keys: added where one already is, a duplicate key (the last one wins in JSON.parse). */
+const REQUEST_KEYS = [
+  'id',
+  'jsonrpc',
+  'method',
+  'params',
+  '_meta',
+  'notifications',
+  VERSION_KEY,
+  CAPABILITIES_KEY,
+  'extensions',
+  TASKS,
+  'toolsListChanged',
+  'resourceSubscriptions',
+  'taskIds',
+];
+const keyArb = fc.oneof(fc.constantFrom(...KEYS), fc.constantFrom(...REQUEST_KEYS), nastyString(4));
 const pollution = fc.oneof(
   fc.constant(literal('{"polluted":true}')),
   fc.constant(literal('{"prototype":{"polluted":true}}')),
