@@ -609,7 +609,7 @@ describe('the request path, fuzzed over real HTTP (Express 5 and 4)', () => {
       framing: framingArb,
       node: nodeIndex,
     },
-    { ...BOUNDED, numRuns: 400 },
+    { ...BOUNDED, numRuns: 600 },
   )(
     'JSON documents with wrong types at every depth, huge values, deep nests, prototype keys and duplicate keys: the answer the spec orders',
     async ({ base, mutations, space, framing, node: n }) => {
@@ -652,7 +652,7 @@ describe('the request path, fuzzed over real HTTP (Express 5 and 4)', () => {
       framing: framingArb,
       node: nodeIndex,
     },
-    { ...BOUNDED, numRuns: 120 },
+    { ...BOUNDED, numRuns: 200 },
   )(
     'bytes that are not UTF-8 or not JSON: a clean error (or, where they decode to a valid request, its ack)',
     async ({ base, damage, framing, node: n }) => {
@@ -781,7 +781,7 @@ describe('the request path, fuzzed over real HTTP (Express 5 and 4)', () => {
       framing: framingArb,
       node: nodeIndex,
     },
-    { ...BOUNDED, numRuns: 200 },
+    { ...BOUNDED, numRuns: 300 },
   )(
     'headers absent, duplicated, in odd cases or disagreeing with the body: the answer the spec orders',
     async ({ base, bodyVersion, bodyMethod, headers, framing, node: n }) => {
@@ -821,7 +821,7 @@ describe('the request path, fuzzed over real HTTP (Express 5 and 4)', () => {
       framing: framingArb,
       node: nodeIndex,
     },
-    { ...BOUNDED, numRuns: 40 },
+    { ...BOUNDED, numRuns: 60 },
   )(
     `bodies up to maxBodyBytes are served; past it, 413 with Connection: close (${LIMIT} bytes)`,
     async ({ size, id, framing, node: n }) => {
@@ -1092,7 +1092,7 @@ describe('the SSE output, fuzzed', () => {
       ),
       cuts: fc.array(fc.nat({ max: 20_000 }), { maxLength: 30 }),
     },
-    { ...BOUNDED, numRuns: 100 },
+    { ...BOUNDED, numRuns: 150 },
   )(
     'whatever a URI, a task id or a task state contains, every frame is one data line whose JSON round-trips exactly',
     async ({ id, uris, duplicate, tasks, order, cuts }) => {

@@ -717,7 +717,7 @@ describe('tenant isolation, one node (Express 5)', () => {
 
   propTest.prop([worldArb, fc.array(opArb, { minLength: 4, maxLength: 40, size: 'large' })], {
     ...BOUNDED,
-    numRuns: 100,
+    numRuns: 150,
   })(
     'no stream gets what its principal may not read or does not own, and a refused item looks like one never asked for',
     async (spec, ops) => run([node], spec, ops),
@@ -750,7 +750,7 @@ describeUnless(redisMissing)(
 
     propTest.prop([worldArb, fc.array(opArb, { minLength: 4, maxLength: 40, size: 'large' })], {
       ...BOUNDED,
-      numRuns: 50,
+      numRuns: 75,
     })(
       'the same on two nodes: streams and publishes on either, cancellations received by either',
       async (spec, ops) => run(nodes, spec, ops),
