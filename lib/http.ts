@@ -262,7 +262,8 @@ function headerValue(value: string | readonly string[] | undefined): string | un
  * anything else, with its body left where `express.json()` would leave it when this function had to
  * read it. Reads the body only when no parser did and it may be ours (JSON, or `Mcp-Method` says
  * listen). A JSON-typed body it consumed that is not JSON is answered -32700 here: nobody after it
- * could read those bytes again. Rejects only when reading the request stream fails.
+ * could read those bytes again. A client that hangs up before its body is in is served: nothing is
+ * left to answer. Rejects only when reading the request stream fails while the client is still there.
  */
 export async function serveNodeRequest<Req extends NodeRequest>(
   req: Req,
@@ -282,9 +283,15 @@ export async function serveNodeRequest<Req extends NodeRequest>(
     try {
       rawBody = await readRequestBody(req, options.maxBodyBytes);
     } catch (error) {
-      if (!hasErrorCode(error, ErrorCode.Protocol)) throw error;
-      refuseOversizedBody(req, res, error as ProtocolError);
-      return 'served';
+      if (hasErrorCode(error, ErrorCode.Protocol)) {
+        refuseOversizedBody(req, res, error as ProtocolError);
+        return 'served';
+      }
+      // The client hung up before its body was in (Node's `aborted`): there is nobody left to answer,
+      // and a client gone is no failure of the host's, so it never reaches the host's error handling
+      // (which would log a stack per abandoned request, at the client's whim).
+      if (res.destroyed || req.socket.destroyed) return 'served';
+      throw error;
     }
     try {
       body = JSON.parse(rawBody.toString()) as unknown;
