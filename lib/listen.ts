@@ -308,7 +308,6 @@ export function createListenHandler<Req = unknown>(
     let stop: AbortController | undefined;
     const signal = (): AbortSignal => (stop ??= new AbortController()).signal;
     const { authorizeDeadlineMs } = resolved;
-    const started = authorizeDeadlineMs === false ? 0 : performance.now();
     let honored: NotificationFilter;
     let gone = false;
     try {
@@ -324,10 +323,11 @@ export function createListenHandler<Req = unknown>(
         const deadline =
           authorizeDeadlineMs === false
             ? undefined
-            : setTimeout(
+            : // From the first check that answered with a promise: the synchronous ones before it ran
+              // without yielding, so no deadline could have cut them short anyway.
+              setTimeout(
                 () => (stop ??= new AbortController()).abort(new AuthorizeDeadlineError(authorizeDeadlineMs)),
-                // From the start of the checks: what the synchronous ones took, in whole milliseconds.
-                Math.max(0, authorizeDeadlineMs - Math.floor(performance.now() - started)),
+                authorizeDeadlineMs,
               );
         try {
           honored = await narrowed;

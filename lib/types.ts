@@ -369,7 +369,8 @@ export interface ListenHandlerOptions<Req = unknown> {
   readonly authorizeTimeoutMs?: number | false;
   /**
    * How long all the checks of one listen request may take together, in milliseconds (1 to
-   * 2147483647), or `false` for no limit. When it passes, the items not decided yet are left out,
+   * 2147483647), or `false` for no limit, counted from the first check that answers with a promise
+   * (checks that answer synchronously finish before any I/O). When it passes, the items not decided yet are left out,
    * the signals of the checks in flight abort, and the stream opens with what passed: a request
    * naming many slow URIs cannot hold its slot for minutes.
    * @default 10000
