@@ -6,13 +6,19 @@
  * is still gone within 5 s, with 0 only when every stream was ended within the library's bounds.
  *
  * Black-box, like test/contract.test.ts: each sample runs as a child process exactly as `npm start`
- * would, and everything goes over real HTTP on loopback with a real SSE reader per stream.
+ * would, and everything goes over real HTTP on loopback with a real SSE reader per stream. The last
+ * case is the library's own, in process: the bound of a graceful end must hold until the terminal
+ * result has left the server, or one stopped reader holds its connection, and so the shutdown, for ever.
  */
 import { afterAll, describe, expect, it } from '@jest/globals';
-import { connect, type Socket } from 'node:net';
+import http from 'node:http';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
+import express from 'express';
+import { SubscriptionHub } from 'mcp-subscriptions';
+import { mcpSubscriptions } from 'mcp-subscriptions/express';
 import { startSample, stopAllSamples, TOKENS, type SampleApp, type SampleKind } from './helpers/sample-app.ts';
-import { listen, type SseStream } from './helpers/sse.ts';
+import { listen, listenBody, listenHeaders, type SseStream } from './helpers/sse.ts';
 
 const SAMPLES: readonly SampleKind[] = ['express', 'nest'];
 
@@ -226,4 +232,62 @@ describe.each(SAMPLES)('%s sample', (kind) => {
       upload.destroy();
     }
   }, 60_000);
+});
+
+describe('the library: a graceful end a stopped reader never takes', () => {
+  it('the terminal result stuck in the socket is bounded by completeTimeoutMs: the stream is cut off, the connection freed', async () => {
+    const completeTimeoutMs = 500;
+    const hub = new SubscriptionHub({ completeTimeoutMs, stallTimeoutMs: false, logger: { warn() {}, error() {} } });
+    let socket: Socket | undefined;
+    const app = express();
+    app.post(
+      '/mcp',
+      (req, _res, next) => {
+        socket = req.socket;
+        next();
+      },
+      mcpSubscriptions({ hub, capabilities: { toolsListChanged: true }, keepAliveMs: false, principal: () => 'p' }),
+    );
+    const server = http.createServer(app);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    const request = http.request({
+      host: '127.0.0.1',
+      port,
+      path: '/mcp',
+      method: 'POST',
+      agent: false,
+      headers: listenHeaders(),
+    });
+    request.on('error', () => {});
+    request.end(JSON.stringify(listenBody('stopped', { toolsListChanged: true })));
+    const response = await new Promise<http.IncomingMessage>((resolve) => request.once('response', resolve));
+    response.pause(); // the client stops reading
+    try {
+      // Small bursts until the kernel's buffers are full and the server holds bytes of its own, below
+      // the socket's high-water mark: the stream is not blocked, so the graceful end writes its result.
+      let bursts = 0;
+      while (!(socket!.writableLength > 0 && !socket!.writableNeedDrain && hub.stats().queued === 0)) {
+        if (++bursts > 20_000) throw new Error('the socket never held unsent bytes below its high-water mark');
+        for (let i = 0; i < 20; i++) hub.toolsListChanged();
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      const started = performance.now();
+      await hub.complete();
+      const ms = performance.now() - started;
+      expect(hub.stats().closed.complete).toBe(1);
+      // Not done when the result went into the buffer: only once the bound passed, by cutting it off.
+      expect(ms).toBeGreaterThanOrEqual(completeTimeoutMs - 50);
+      expect(ms).toBeLessThan(completeTimeoutMs + 1000);
+      expect(hub.stats().cutOff).toBe(1);
+      expect(socket!.destroyed).toBe(true);
+      // Nothing holds the server open any more: it could close.
+      expect(await new Promise<number>((resolve) => server.getConnections((_, count) => resolve(count)))).toBe(0);
+    } finally {
+      request.destroy();
+      server.closeAllConnections();
+      server.close();
+      await hub.close();
+    }
+  });
 });
