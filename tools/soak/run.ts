@@ -846,10 +846,11 @@ async function main(): Promise<number> {
       ok: pressured === 0 || blocked > 0,
     },
     {
-      name: 'complete() waves end within completeTimeoutMs (+1 s of slack)',
+      // Bounded, not fast: the slack is for a loaded machine's event loop, not for the streams.
+      name: 'complete() waves end within completeTimeoutMs (+2 s of slack)',
       observed: waveMs.length === 0 ? 'no wave' : `at most ${Math.max(...waveMs).toFixed(0)} ms`,
-      expected: `≤ ${serverConfig.completeTimeoutMs + 1000} ms`,
-      ok: waveMs.every((ms) => ms <= serverConfig.completeTimeoutMs + 1000),
+      expected: `≤ ${serverConfig.completeTimeoutMs + 2000} ms`,
+      ok: waveMs.every((ms) => ms <= serverConfig.completeTimeoutMs + 2000),
     },
     {
       name: 'permit probe: checks in flight at once',
