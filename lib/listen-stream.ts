@@ -293,13 +293,7 @@ export class ListenStream {
     this.shared.onClose(this, reason);
     this.flush();
     // Still blocked (before, or by the batch just written): wait for drain, within bounds.
-    if (this.blocked && this.state === ENDING && timeoutMs > 0) {
-      this.endTimer = setTimeout(() => {
-        this.shared.counters.cutOff++;
-        this.teardown();
-      }, timeoutMs);
-      this.endTimer.unref();
-    }
+    if (this.blocked && this.state === ENDING) this.armEndTimer(timeoutMs);
     return this.finished;
   }
 
@@ -387,9 +381,29 @@ export class ListenStream {
       this.write(text);
     }
     if (!this.blocked && this.endRequested && this.state === ENDING) {
+      this.endRequested = false;
       this.res.end(this.resultFrame(this.idJson));
+      // The socket took the result, but may still hold it behind bytes a client that stopped reading
+      // never took: the graceful end stays bounded until the response closes ('close' follows
+      // 'finish'), or a stopped reader would keep the connection, and the HTTP server open, for ever.
+      if ((this.res.writableLength ?? 0) > 0 && !this.res.destroyed) {
+        this.armEndTimer(this.shared.endTimeoutMs);
+        return;
+      }
       this.teardown();
     }
+  }
+
+  /** Bounds a graceful end: a client that has not taken everything within `timeoutMs` is cut off. */
+  private armEndTimer(timeoutMs: number): void {
+    if (this.endTimer !== undefined || timeoutMs <= 0) return;
+    this.endTimer = setTimeout(() => {
+      this.shared.counters.cutOff++;
+      // Destroyed even when ended: an ended response whose bytes never left still holds its socket.
+      if (!this.res.destroyed) this.res.destroy();
+      this.teardown();
+    }, timeoutMs);
+    this.endTimer.unref();
   }
 
   private stopKeepAlive(): void {

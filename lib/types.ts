@@ -516,6 +516,12 @@ export interface StreamResponse {
   readonly destroyed: boolean;
   readonly writableEnded: boolean;
   readonly headersSent: boolean;
+  /**
+   * Bytes written but not yet handed to the operating system. After the terminal result, a response
+   * that still holds some is watched until it closes, within `completeTimeoutMs`, then destroyed.
+   * A response without it is taken to have sent everything.
+   */
+  readonly writableLength?: number;
   readonly socket?: { setNoDelay?(noDelay?: boolean): unknown } | null;
 }
 

@@ -35,8 +35,11 @@ export function mcpUrlOf(address: AddressInfo): string {
 
 /**
  * On SIGTERM or SIGINT: `closeApp()` (which must end every listen stream with its terminal result and
- * close `server`), then exit 0 (1 if it failed). Whatever a client does (holds a socket, stops
- * reading), the process is gone before the contract's 5 s.
+ * close `server`), then exit 0. Whatever a client does (holds a socket, stops reading), the process is
+ * gone before the contract's 5 s: a client that stops reading is cut off by the hub's own bound, and
+ * the shutdown still counts as done; a shutdown that fails, or is still not done at the deadline (a
+ * request that never completes keeps the server from closing), exits 1, so that a supervisor is not
+ * told all went well.
  */
 export function exitGracefullyOnSignals(server: Server, closeApp: () => Promise<void>): void {
   let shuttingDown = false;
@@ -45,8 +48,11 @@ export function exitGracefullyOnSignals(server: Server, closeApp: () => Promise<
     shuttingDown = true;
     console.error(`[sample-app] ${signal}: ending listen streams and closing`);
     setTimeout(() => {
+      console.error(
+        `[sample-app] shutdown did not finish within ${SHUTDOWN_DEADLINE_MS} ms; closing the remaining connections`,
+      );
       server.closeAllConnections();
-      process.exit(0);
+      process.exit(1);
     }, SHUTDOWN_DEADLINE_MS).unref();
     // Streams that just ended, and requests answered while closing, leave keep-alive sockets behind.
     const sweep = setInterval(() => server.closeIdleConnections(), IDLE_SWEEP_MS);
