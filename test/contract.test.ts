@@ -376,7 +376,7 @@ for (const kind of SAMPLES) {
         const last = stream.events.at(-1)?.json;
         expect(last?.result?.resultType).toStrictEqual('complete');
         expect(last?.id).toBe('npm-1');
-      }, 60_000); // npm and the sample to start (startSample allows 30 s), then a 10 s stop
+      }, 60_000); // npm and the sample to start (startSample allows 30 s), then the contract's 5 s stop
 
       describe('identity', () => {
         const credentials: [string, Record<string, string>][] = [
@@ -1284,7 +1284,7 @@ for (const kind of SAMPLES) {
           stats = (await app.api(alice, 'GET', '/api/subscriptions/stats')).body;
         }
         expect(stats.queued).toBeGreaterThan(0); // the stuck reader's socket filled
-        expect(await app.stop('SIGTERM', 15_000)).toBe(0);
+        expect(await app.stop('SIGTERM')).toBe(0);
         await healthy.stream.end();
         const last = healthy.stream.events.at(-1)!.json;
         expect(last.id).toBe('healthy');
@@ -1419,7 +1419,7 @@ for (const kind of SAMPLES) {
 
       it('SIGINT also ends every open stream gracefully and exits 0', async () => {
         const { stream } = await openStream(app, undefined, 'interrupted', { toolsListChanged: true });
-        const code = await app.stop('SIGINT', 15_000);
+        const code = await app.stop('SIGINT');
         await stream.end();
         expect(stream.events.at(-1)?.json?.result?.resultType).toBe('complete');
         expect(code).toBe(0);
@@ -1595,7 +1595,7 @@ for (const kind of SAMPLES) {
         ];
         const open = [];
         for (const [token, id, filter] of listeners) open.push({ id, ...(await openStream(app, token, id, filter)) });
-        const code = await app.stop('SIGTERM', 15_000);
+        const code = await app.stop('SIGTERM');
         for (const { id, stream } of open) {
           await stream.end();
           expect(stream.events.length).toBe(2);

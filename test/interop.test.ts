@@ -156,7 +156,7 @@ describe('interop: @modelcontextprotocol/client against the Express sample', () 
     const body = JSON.parse(String(error.data.text));
     expect(body.error.code).toBe(-32603);
     expect(body.error.message).toBe('Subscription limit reached');
-    const exitCode = small.stop('SIGTERM', 15_000);
+    const exitCode = small.stop('SIGTERM');
     expect(await subscription.closed).toBe('graceful');
     expect(await exitCode).toBe(0); // small.stderr() tells why
   });

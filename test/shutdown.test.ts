@@ -17,13 +17,18 @@ import { performance } from 'node:perf_hooks';
 import express from 'express';
 import { SubscriptionHub } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
-import { startSample, stopAllSamples, TOKENS, type SampleApp, type SampleKind } from './helpers/sample-app.ts';
+import {
+  CONTRACT_EXIT_MS,
+  startSample,
+  stopAllSamples,
+  TOKENS,
+  type SampleApp,
+  type SampleKind,
+} from './helpers/sample-app.ts';
 import { listen, listenBody, listenHeaders, type SseStream } from './helpers/sse.ts';
 
 const SAMPLES: readonly SampleKind[] = ['express', 'nest'];
 
-/** The contract's bound from the signal to the exit. */
-const CONTRACT_EXIT_MS = 5000;
 /** Streams held open when the signal arrives (issue #14). */
 const STREAMS = 1000;
 /** Listen requests in flight at once while opening them: enough to be quick, few enough for 2 cores. */

@@ -16,6 +16,9 @@ export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url
 /** The sample apps that serve the contract. */
 export type SampleKind = 'express' | 'nest';
 
+/** The contract's bound from SIGTERM or SIGINT to the sample's exit: the bound every test holds. */
+export const CONTRACT_EXIT_MS = 5000;
+
 /** The protocol revision the samples serve. */
 export const PROTOCOL_VERSION = '2026-07-28';
 
@@ -53,7 +56,8 @@ export interface SampleApp {
   readonly exited: Promise<number | null>;
   /**
    * Sends `signal` (SIGTERM by default) and resolves with the exit code. Rejects when the child has not
-   * exited within `timeoutMs` (it is then SIGKILLed), with its stderr in the message.
+   * exited within `timeoutMs` (default: the contract's own 5 s; it is then SIGKILLed), with its stderr
+   * in the message.
    */
   stop(signal?: NodeJS.Signals, timeoutMs?: number): Promise<number | null>;
   /** A REST call on this app (see {@link api}). */
@@ -158,7 +162,8 @@ export function startSample(
         stdout: () => out,
         stderr: () => err,
         exited,
-        stop: (signal = 'SIGTERM', timeoutMs = 10_000) => stopChild(child, exited, signal, timeoutMs, () => err),
+        stop: (signal = 'SIGTERM', timeoutMs = CONTRACT_EXIT_MS) =>
+          stopChild(child, exited, signal, timeoutMs, () => err),
         api: (token, method, route, body) => api(baseUrl, token, method, route, body),
         mcp: (token, method, params, options) => mcpRequest(url, token, method, params, options),
       });
