@@ -23,7 +23,7 @@ import { authFromUserHeader, expressFlavours, listenOn, type RunningServer } fro
 import { recordingLogger, waitFor } from './helpers/fake-response.ts';
 import { editAt, jsonNode, jsonText, literal, paths, type JsonNode } from './helpers/json-text.ts';
 import { expectedAnswer, type Expected, type OracleServer } from './helpers/listen-oracle.ts';
-import { pieces, rawPost, tricklePost, listenWith, type RawAnswer, type RawRequest } from './helpers/raw-http.ts';
+import { pieces, rawPost, tricklePost, type RawAnswer, type RawRequest } from './helpers/raw-http.ts';
 import { listenBody, listenHeaders, SseParser, type SseEvent } from './helpers/sse.ts';
 
 const LISTEN = 'subscriptions/listen';
@@ -964,7 +964,11 @@ describe('bodies that trickle in (slowloris)', () => {
       authFromUserHeader,
       mcpSubscriptions({ hub, capabilities: { toolsListChanged: true }, keepAliveMs: false }),
     );
-    const server = await listenWith(app, { requestTimeout: 400, headersTimeout: 300, connectionsCheckingInterval: 50 });
+    const server = await listenOn(app, '/mcp', {
+      requestTimeout: 400,
+      headersTimeout: 300,
+      connectionsCheckingInterval: 50,
+    });
     try {
       const bytes = body('stalled');
       // Half the body, then nothing more.

@@ -2,7 +2,7 @@
  * Express 4 and Express 5 side by side (both installed: `express` is v5, `express4` the v4 alias),
  * and a loopback server that closes for good at the end of a test.
  */
-import type http from 'node:http';
+import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createRequire } from 'node:module';
 import express5, { type Request, type RequestHandler } from 'express';
@@ -27,10 +27,18 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-/** `app.listen(0)` on 127.0.0.1; `close()` also cuts open connections (SSE streams never end by themselves). */
-export function listenOn(app: ReturnType<typeof express5>, path = '/mcp'): Promise<RunningServer> {
+/**
+ * Serves `app` on a free port of 127.0.0.1, on a server made with Node's `options` (its timeouts,
+ * say); `close()` also cuts open connections (SSE streams never end by themselves).
+ */
+export function listenOn(
+  app: http.RequestListener,
+  path = '/mcp',
+  options: http.ServerOptions = {},
+): Promise<RunningServer> {
   return new Promise((resolve, reject) => {
-    const server: http.Server = app.listen(0, '127.0.0.1', () => {
+    const server = http.createServer(options, app);
+    server.listen(0, '127.0.0.1', () => {
       const { port } = server.address() as AddressInfo;
       resolve({
         url: `http://127.0.0.1:${port}${path}`,

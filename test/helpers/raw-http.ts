@@ -5,9 +5,6 @@
  * sse.ts, so a stream and an error response are read alike.
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import type { RequestListener } from 'node:http';
-import type { RunningServer } from './express-apps.ts';
 import { SseStream } from './sse.ts';
 
 export interface RawRequest {
@@ -115,24 +112,4 @@ export function tricklePost(
       req.destroy();
     },
   };
-}
-
-/** Like express-apps.ts's `listenOn`, on a server made with Node's own options (its timeouts). */
-export function listenWith(app: RequestListener, options: http.ServerOptions, path = '/mcp'): Promise<RunningServer> {
-  return new Promise((resolve, reject) => {
-    const server = http.createServer(options, app);
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      resolve({
-        url: `http://127.0.0.1:${port}${path}`,
-        server,
-        close: () =>
-          new Promise<void>((done) => {
-            server.closeAllConnections();
-            server.close(() => done());
-          }),
-      });
-    });
-  });
 }

@@ -199,6 +199,25 @@ interface ListenPlan {
   readonly tasks: boolean;
 }
 
+/** The options of a POST of MCP method `method` to the soak server's `/mcp`, as cycle `cycle`'s principal. */
+function mcpPost(port: number, method: string, cycle: number, extra: Record<string, string> = {}): http.RequestOptions {
+  return {
+    host: '127.0.0.1',
+    port,
+    path: '/mcp',
+    method: 'POST',
+    agent: false,
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': PROTOCOL_VERSION,
+      'mcp-method': method,
+      'x-soak-principal': `c${cycle}`,
+      ...extra,
+    },
+  };
+}
+
 /** One listen request and what came back on it. */
 class Listen {
   readonly req: http.ClientRequest;
@@ -237,22 +256,12 @@ class Listen {
         notifications: plan.notifications,
       },
     });
-    this.req = http.request({
-      host: '127.0.0.1',
-      port,
-      path: '/mcp',
-      method: 'POST',
-      agent: false,
-      headers: {
-        'content-type': 'application/json',
-        'content-length': Buffer.byteLength(body),
-        accept: 'application/json, text/event-stream',
-        'mcp-protocol-version': PROTOCOL_VERSION,
-        'mcp-method': 'subscriptions/listen',
-        'x-soak-principal': `c${plan.cycle}`,
+    this.req = http.request(
+      mcpPost(port, 'subscriptions/listen', plan.cycle, {
+        'content-length': String(Buffer.byteLength(body)),
         'x-soak-cycle': String(plan.cycle),
-      },
-    });
+      }),
+    );
     this.closed = new Promise((resolve) => {
       const done = (): void => {
         if (this.ended) return;
@@ -353,26 +362,10 @@ function cancel(port: number, plan: ListenPlan): Promise<number> {
     params: { requestId: plan.id, reason: 'soak' },
   });
   return new Promise((resolve) => {
-    const req = http.request(
-      {
-        host: '127.0.0.1',
-        port,
-        path: '/mcp',
-        method: 'POST',
-        agent: false,
-        headers: {
-          'content-type': 'application/json',
-          accept: 'application/json, text/event-stream',
-          'mcp-protocol-version': PROTOCOL_VERSION,
-          'mcp-method': 'notifications/cancelled',
-          'x-soak-principal': `c${plan.cycle}`,
-        },
-      },
-      (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode ?? 0));
-      },
-    );
+    const req = http.request(mcpPost(port, 'notifications/cancelled', plan.cycle), (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
     req.on('error', () => resolve(0));
     req.end(body);
   });
