@@ -16,6 +16,7 @@ import { connect, type AddressInfo, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import express from 'express';
 import { SubscriptionHub } from 'mcp-subscriptions';
+import { listen as subscribe } from 'mcp-subscriptions/client';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
 import {
   CONTRACT_EXIT_MS,
@@ -158,6 +159,19 @@ function stuckUpload(app: SampleApp): Promise<Socket> {
   });
 }
 
+/**
+ * A connection that never sends a byte, as Node's own fetch leaves one behind whenever it aborts a
+ * streaming response (nodejs/undici#5845). Node counts it as waiting for its first request, not as
+ * idle, so `closeIdleConnections()` leaves it alone. Resolves once connected.
+ */
+function silentConnection(app: SampleApp): Promise<Socket> {
+  const { hostname, port } = new URL(app.baseUrl);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname, () => resolve(socket));
+    socket.on('error', reject);
+  });
+}
+
 describe.each(SAMPLES)('%s sample', (kind) => {
   it(`SIGTERM with ${STREAMS} open streams: each gets its terminal result, exit 0 within ${CONTRACT_EXIT_MS} ms`, async () => {
     const app = await startSample(kind, ROOMY);
@@ -216,6 +230,33 @@ describe.each(SAMPLES)('%s sample', (kind) => {
     expect(code).toBe(0);
     expect(ms).toBeLessThan(CONTRACT_EXIT_MS);
     console.log(`${kind}: SIGTERM with a stopped reader → exit (code ${code}) ${ms.toFixed(0)} ms`);
+  }, 60_000);
+
+  it('SIGTERM while clients hold connections they never sent a request on: they are closed, exit 0 within 5 s', async () => {
+    const app = await startSample(kind);
+    const opened = await openReadingStreams(app, 5);
+    // One as Node's fetch leaves it (a subscription closed by the client, so its stream is aborted), and
+    // one that certainly stays: a bare socket that says nothing.
+    const closedByClient = await subscribe(
+      app.url,
+      { toolsListChanged: true },
+      { headers: { authorization: `Bearer ${TOKENS.alice}` } },
+    );
+    await closedByClient.close();
+    const silent = await silentConnection(app);
+    const silentClosed = new Promise<void>((resolve) => silent.once('close', () => resolve()));
+
+    const { code, ms } = await stopTimed(app);
+    for (const one of opened) {
+      await one.stream.end();
+      expectTerminalResult(one);
+    }
+    await silentClosed; // by the server: it was still open when the process exited at the latest
+    expect({ code, stderr: app.stderr() }).toStrictEqual({
+      code: 0,
+      stderr: expect.not.stringMatching(/did not finish/),
+    });
+    expect(ms).toBeLessThan(CONTRACT_EXIT_MS);
   }, 60_000);
 
   it('SIGTERM while a request never completes: the streams complete, and the process exits non-zero within 5 s', async () => {

@@ -3,12 +3,12 @@
  * variable, print the one `listening on` line, and bound the shutdown.
  */
 import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { ConfigError, loadConfig, type SampleConfig } from './config.ts';
 
 /** The contract allows 5 s from the signal to exit; this leaves a margin for the process to end. */
 const SHUTDOWN_DEADLINE_MS = 4000;
-/** How often idle keep-alive sockets are swept while the server drains. */
+/** How often idle sockets (keep-alive, or never used) are swept while the server drains. */
 const IDLE_SWEEP_MS = 50;
 
 /** Prints `message` on stderr and exits 1. */
@@ -42,6 +42,7 @@ export function mcpUrlOf(address: AddressInfo): string {
  * told all went well.
  */
 export function exitGracefullyOnSignals(server: Server, closeApp: () => Promise<void>): void {
+  const sockets = trackSockets(server);
   let shuttingDown = false;
   const shutdown = async (signal: NodeJS.Signals): Promise<void> => {
     if (shuttingDown) return;
@@ -49,13 +50,19 @@ export function exitGracefullyOnSignals(server: Server, closeApp: () => Promise<
     console.error(`[sample-app] ${signal}: ending listen streams and closing`);
     setTimeout(() => {
       console.error(
-        `[sample-app] shutdown did not finish within ${SHUTDOWN_DEADLINE_MS} ms; closing the remaining connections`,
+        `[sample-app] shutdown did not finish within ${SHUTDOWN_DEADLINE_MS} ms; closing the ${sockets.size} remaining connection(s)`,
       );
       server.closeAllConnections();
       process.exit(1);
     }, SHUTDOWN_DEADLINE_MS).unref();
     // Streams that just ended, and requests answered while closing, leave keep-alive sockets behind.
-    const sweep = setInterval(() => server.closeIdleConnections(), IDLE_SWEEP_MS);
+    // Node counts a connection that has not sent a byte as waiting for its first request, not idle:
+    // Node's own fetch leaves one behind whenever it aborts a streaming response (nodejs/undici#5845),
+    // and it would hold the server open. Nothing was asked on it, so nothing is left to answer.
+    const sweep = setInterval(() => {
+      server.closeIdleConnections();
+      for (const socket of sockets) if (socket.bytesRead === 0) socket.destroy();
+    }, IDLE_SWEEP_MS);
     let exitCode = 0;
     try {
       await closeApp();
@@ -71,4 +78,14 @@ export function exitGracefullyOnSignals(server: Server, closeApp: () => Promise<
       void shutdown(signal);
     });
   }
+}
+
+/** The server's open sockets, kept up to date. */
+function trackSockets(server: Server): ReadonlySet<Socket> {
+  const sockets = new Set<Socket>();
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
+  return sockets;
 }
