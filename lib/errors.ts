@@ -115,6 +115,8 @@ export const ErrorCode = Object.freeze({
   ListenAckTimeout: 'ERR_MCP_SUBSCRIPTIONS_LISTEN_ACK_TIMEOUT',
   /** Client: the caller's `signal` aborted the listen request before its acknowledgement. */
   ListenAborted: 'ERR_MCP_SUBSCRIPTIONS_LISTEN_ABORTED',
+  /** Client: an event of the stream exceeded `maxEventBytes`; the stream was cut. */
+  ListenEventTooLarge: 'ERR_MCP_SUBSCRIPTIONS_LISTEN_EVENT_TOO_LARGE',
   /** Client: `waitFor()` saw no matching notification within its `timeoutMs`. */
   WaitTimeout: 'ERR_MCP_SUBSCRIPTIONS_WAIT_TIMEOUT',
   /** Client: the subscription ended before `waitFor()` saw a matching notification. */

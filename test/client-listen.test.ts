@@ -523,6 +523,76 @@ describe('after the acknowledgement', () => {
   });
 });
 
+describe('the bound on one event (maxEventBytes)', () => {
+  const MAX = 1024;
+  const big = (id: unknown): string => noteFrame(id, TOOLS, { padding: 'p'.repeat(MAX) });
+
+  test('an event past it after the acknowledgement ends the stream as lost, with the error; what came before is kept', async () => {
+    server.script = (exchange) =>
+      acknowledge(exchange, { toolsListChanged: true }, noteFrame(exchange.body.id, TOOLS) + big(exchange.body.id));
+    const subscription = await subscribe(server.url, undefined, { maxEventBytes: MAX });
+    expect(await subscription.ended).toBe('lost');
+    expect(subscription.error).toMatchObject({
+      code: ErrorCode.ListenEventTooLarge,
+      message: `mcp-subscriptions: an event of the stream exceeds maxEventBytes (${MAX})`,
+      status: 200,
+    });
+    const items = await drain(subscription);
+    expect(lines(items)).toStrictEqual([TOOLS, 'end lost']);
+    expect(items.at(-1)).toMatchObject({ type: 'end', reason: 'lost', error: subscription.error });
+    await server.exchanges.at(-1)!.gone; // the client let go of the response
+  });
+
+  test('an acknowledgement past it rejects listen() with ListenEventTooLarge', async () => {
+    server.script = (exchange) => acknowledge(exchange, { resourceSubscriptions: [`note://x/${'u'.repeat(MAX)}`] });
+    const error = await rejection(listen(server.url, { toolsListChanged: true }, { maxEventBytes: MAX }));
+    expect(error).toMatchObject({
+      code: ErrorCode.ListenEventTooLarge,
+      message: `mcp-subscriptions: the first event of the stream exceeds maxEventBytes (${MAX})`,
+    });
+    await server.exchanges.at(-1)!.gone;
+  });
+
+  test('a server that sends one line without end cannot grow the client: it is cut once past the bound', async () => {
+    let written = 0;
+    server.script = (exchange) => {
+      acknowledge(exchange, { toolsListChanged: true });
+      exchange.res.write('data: ');
+      const chunk = 'z'.repeat(16 * 1024);
+      const more = (): void => {
+        while (!exchange.res.destroyed) {
+          written += chunk.length;
+          if (!exchange.res.write(chunk)) {
+            exchange.res.once('drain', more);
+            return;
+          }
+        }
+      };
+      more();
+    };
+    const subscription = await subscribe(server.url, undefined, { maxEventBytes: 64 * 1024 });
+    expect(await subscription.ended).toBe('lost');
+    expect(subscription.error?.code).toBe(ErrorCode.ListenEventTooLarge);
+    await server.exchanges.at(-1)!.gone;
+    // The server got through little more than the bound and what sockets hold before it was cut off.
+    expect(written).toBeLessThan(64 * 1024 * 1024);
+  });
+
+  test('with re-listening on, a stream cut for it is re-listened like any lost stream', async () => {
+    server.script = (exchange) =>
+      exchange.n === 1
+        ? acknowledge(exchange, { toolsListChanged: true }, big(exchange.body.id))
+        : acknowledge(exchange, { toolsListChanged: true }, noteFrame(exchange.body.id, TOOLS));
+    const subscription = await subscribe(server.url, undefined, {
+      maxEventBytes: MAX,
+      reconnect: { initialDelayMs: 1, maxDelayMs: 1 },
+    });
+    await subscription.waitFor(TOOLS);
+    expect(subscription.reconnects).toBe(1);
+    expect(subscription.endReason).toBe(undefined);
+  });
+});
+
 describe('the buffer', () => {
   /** Acknowledges, then writes notes 1..n and the terminal result at once, before anyone reads. */
   function burst(n: number): Script {
@@ -814,6 +884,8 @@ describe('mistakes in the arguments throw at the call, with a code per check', (
       [() => listen(server.url, {}, { id: Number.NaN }), ErrorCode.InvalidRequestId],
       [() => listen(server.url, {}, { fetch: 'fetch' as never }), ErrorCode.NotFunction],
       [() => listen(server.url, {}, { maxBuffer: 0 }), ErrorCode.NotPositiveInteger],
+      [() => listen(server.url, {}, { maxEventBytes: 1.5 }), ErrorCode.NotPositiveInteger],
+      [() => listen(server.url, {}, { maxEventBytes: '4MB' as never }), ErrorCode.NotPositiveInteger],
       [() => listen(server.url, {}, { overflow: 'block' as never }), ErrorCode.NotOneOf],
       [() => listen(server.url, {}, { signal: {} as never }), ErrorCode.InvalidSignal],
       [() => listen(server.url, {}, { reconnect: 'yes' as never }), ErrorCode.OptionsNotObject],

@@ -3,7 +3,7 @@
  * servers exercise them, and the same events whichever way the bytes are split into chunks.
  */
 import { describe, expect, test } from '@jest/globals';
-import { SseReader, type SseEvent } from '../adapters/client/sse-reader.ts';
+import { SseEventTooLargeError, SseReader, type SseEvent } from '../adapters/client/sse-reader.ts';
 
 interface Parsed {
   events: SseEvent[];
@@ -189,5 +189,75 @@ describe('SseReader', () => {
     const chunks: Uint8Array[] = [];
     for (let at = 0; at < input.length; at += 1000) chunks.push(input.slice(at, at + 1000));
     expect(parse(chunks).events).toStrictEqual([message(long)]);
+  });
+
+  describe('the bound on one event (maxEventLength)', () => {
+    const MAX = 100;
+    /** Feeds `chunks` to a reader bounded at MAX; the events it dispatched, and what it threw. */
+    function bounded(chunks: readonly string[]): { events: string[]; thrown: unknown } {
+      const events: string[] = [];
+      const reader = new SseReader({ event: (event) => events.push(event.data) }, MAX);
+      try {
+        for (const chunk of chunks) reader.push(bytes(chunk));
+        reader.end();
+      } catch (error) {
+        return { events, thrown: error };
+      }
+      return { events, thrown: undefined };
+    }
+    const tooLarge = expect.objectContaining({ name: 'SseEventTooLargeError', maxEventLength: MAX });
+
+    test('an event of exactly the bound is read, whole or split anywhere; one character more is refused', () => {
+      const fits = `data: ${'a'.repeat(60)}\ndata: ${'b'.repeat(39)}\n\n`; // 60 + \n + 39 = 100
+      for (const chunks of splits(bytes(fits))) {
+        const events: string[] = [];
+        const reader = new SseReader({ event: (event) => events.push(event.data) }, MAX);
+        for (const chunk of chunks) reader.push(chunk);
+        expect(events).toStrictEqual([`${'a'.repeat(60)}\n${'b'.repeat(39)}`]);
+      }
+      const over = `data: ${'a'.repeat(60)}\ndata: ${'b'.repeat(40)}\n\n`;
+      for (const at of [0, 30, 66, 80, over.length - 2, over.length]) {
+        const { events, thrown } = bounded([over.slice(0, at), over.slice(at)]);
+        expect({ at, events, thrown }).toStrictEqual({ at, events: [], thrown: tooLarge });
+      }
+      expect(bounded([over]).thrown).toBeInstanceOf(SseEventTooLargeError);
+    });
+
+    test('the events before the one too large are dispatched; the bound is per event, not per stream', () => {
+      const small = `data: ${'x'.repeat(90)}\n\n`;
+      expect(bounded([small.repeat(50)])).toStrictEqual({ events: Array(50).fill('x'.repeat(90)), thrown: undefined });
+      expect(bounded([small, small, `data: ${'y'.repeat(101)}\n\n`, small])).toStrictEqual({
+        events: ['x'.repeat(90), 'x'.repeat(90)],
+        thrown: tooLarge,
+      });
+    });
+
+    test('a line that never ends is refused once it is past the bound, whatever it is: data, comment or other field', () => {
+      for (const start of ['data: ', ': ', 'foo: ', '']) {
+        const chunks = Array.from({ length: 1000 }, (_, i) => (i === 0 ? start : 'z'.repeat(10)));
+        const events: string[] = [];
+        const reader = new SseReader({ event: (event) => events.push(event.data) }, MAX);
+        let pushed = 0;
+        let thrown: unknown;
+        try {
+          for (const chunk of chunks) {
+            reader.push(bytes(chunk));
+            pushed += 1;
+          }
+        } catch (error) {
+          thrown = error;
+        }
+        expect({ start, thrown }).toStrictEqual({ start, thrown: tooLarge });
+        // Refused within a chunk of the bound (the field name aside), not at the end of the stream.
+        expect(pushed).toBeLessThanOrEqual(Math.ceil((MAX + 'data: '.length) / 10) + 1);
+      }
+    });
+
+    test('counts characters, so an event of MAX bytes of multi-byte UTF-8 always fits', () => {
+      const euros = '\u20ac'.repeat(33); // 99 bytes in UTF-8, 33 characters
+      expect(bounded([`data: ${euros}\n\n`])).toStrictEqual({ events: [euros], thrown: undefined });
+      const many = 'é'.repeat(100); // 200 bytes, 100 characters: within the bound too
+      expect(bounded([`data: ${many}\n\n`])).toStrictEqual({ events: [many], thrown: undefined });
+    });
   });
 });

@@ -7,7 +7,7 @@ import { ErrorCode, type NotificationFilter, type RequestId } from '../../lib/in
 import { ListenError, type ListenErrorCode } from './errors.ts';
 import { requestHeaders, type ResolvedListen } from './options.ts';
 import { parseRetryAfter } from './retry.ts';
-import { SseReader } from './sse-reader.ts';
+import { SseEventTooLargeError, SseReader } from './sse-reader.ts';
 import type { FetchResponse, JsonRpcNotification } from './types.ts';
 import { ACK_METHOD, isPlainObject, SUBSCRIPTION_ID_META_KEY } from './wire.ts';
 
@@ -266,11 +266,28 @@ export function openConnection(request: ResolvedListen, events: ConnectionEvents
     resolveAck(honored);
   };
 
-  const reader = new SseReader({
-    event: (event) => {
-      if (event.type === 'message') onMessage(event.data);
+  const reader = new SseReader(
+    {
+      event: (event) => {
+        if (event.type === 'message') onMessage(event.data);
+      },
     },
-  });
+    request.maxEventBytes,
+  );
+
+  /** An event past `maxEventBytes`: the stream cannot be read on, so it ends (before the ack: the attempt fails). */
+  const tooLarge = (error: SseEventTooLargeError, status: number): void => {
+    controller.abort();
+    const which = state === 'awaiting-ack' ? 'the first event of the stream' : 'an event of the stream';
+    const failed = listenError(
+      ErrorCode.ListenEventTooLarge,
+      `${which} exceeds maxEventBytes (${String(error.maxEventLength)})`,
+      id,
+      { status, cause: error },
+    );
+    reject(failed);
+    end('lost', failed);
+  };
 
   const run = async (): Promise<void> => {
     if (signal.aborted) {
@@ -357,6 +374,10 @@ export function openConnection(request: ResolvedListen, events: ConnectionEvents
       );
       end('lost');
     } catch (error) {
+      if (error instanceof SseEventTooLargeError) {
+        tooLarge(error, response.status);
+        return;
+      }
       reject(
         listenError(
           ErrorCode.ListenEndedBeforeAck,

@@ -12,7 +12,8 @@ export type ListenErrorCode =
   | typeof ErrorCode.ListenEndedBeforeAck
   | typeof ErrorCode.ListenInvalidAck
   | typeof ErrorCode.ListenAckTimeout
-  | typeof ErrorCode.ListenAborted;
+  | typeof ErrorCode.ListenAborted
+  | typeof ErrorCode.ListenEventTooLarge;
 
 /** What a {@link ListenError} knows beyond its code and message; every field only where known. */
 export interface ListenErrorDetails {

@@ -23,6 +23,7 @@ export const MAX_TIMER_MS = 2_147_483_647;
 /** The defaults, in one place. */
 export const DEFAULTS = Object.freeze({
   maxBuffer: 100,
+  maxEventBytes: 4 * 1024 * 1024,
   overflow: 'drop-oldest',
   ackTimeoutMs: 30_000,
   initialDelayMs: 500,
@@ -37,6 +38,7 @@ const LISTEN_OPTION_KEYS: readonly string[] = Object.keys({
   id: true,
   fetch: true,
   maxBuffer: true,
+  maxEventBytes: true,
   overflow: true,
   signal: true,
   reconnect: true,
@@ -71,6 +73,7 @@ export interface ResolvedListen {
   readonly headers: () => Promise<Record<string, string>>;
   readonly fetch: FetchLike;
   readonly maxBuffer: number;
+  readonly maxEventBytes: number;
   readonly overflow: (typeof OVERFLOW_POLICIES)[number];
   readonly signal: AbortSignal | undefined;
   readonly reconnect: ResolvedReconnect | false;
@@ -286,6 +289,8 @@ export function resolveListen(url: unknown, filter: unknown, options: unknown): 
     headers = () => Promise.resolve({ ...fixed });
   }
   const maxBuffer = given.maxBuffer === undefined ? DEFAULTS.maxBuffer : positiveInteger('maxBuffer', given.maxBuffer);
+  const maxEventBytes =
+    given.maxEventBytes === undefined ? DEFAULTS.maxEventBytes : positiveInteger('maxEventBytes', given.maxEventBytes);
   const overflow = given.overflow === undefined ? DEFAULTS.overflow : given.overflow;
   if (!(OVERFLOW_POLICIES as readonly unknown[]).includes(overflow)) {
     fail(
@@ -316,6 +321,7 @@ export function resolveListen(url: unknown, filter: unknown, options: unknown): 
     headers,
     fetch: fetchOption,
     maxBuffer,
+    maxEventBytes,
     overflow: overflow,
     signal,
     reconnect,

@@ -14,6 +14,12 @@
  * - A blank line dispatches the event, unless no `data` line came since the last one (then the type
  *   is reset and nothing is dispatched). At the end of the stream an event without its blank line is
  *   discarded.
+ *
+ * What the standard leaves unbounded is bounded here: the event being gathered (its `data` lines, with
+ * the `\n` between them) and the line still unfinished may together hold at most `maxEventLength` UTF-16
+ * code units; past it, `push()` throws {@link SseEventTooLargeError}, so that a server can never grow a
+ * reader's memory without end (one line that never ends, or `data` lines that never meet a blank one).
+ * A character never takes more code units than UTF-8 bytes, so an event of that many bytes always fits.
  */
 
 /** One dispatched event. */
@@ -36,6 +42,16 @@ export interface SseHandlers {
   retry?(ms: number): void;
 }
 
+/** An event, or a line, longer than the reader's bound: the stream can no longer be read. */
+export class SseEventTooLargeError extends Error {
+  constructor(readonly maxEventLength: number) {
+    super(`an event of the stream exceeds ${String(maxEventLength)} characters`);
+    this.name = 'SseEventTooLargeError';
+  }
+}
+
+/** What starts a `data` line. */
+const DATA_FIELD = 'data: ';
 const LF = 0x0a;
 const CR = 0x0d;
 
@@ -48,14 +64,22 @@ export class SseReader {
   /** The last line ended with a CR at the very end of a chunk: an LF that comes next is part of it. */
   #afterCr = false;
   #data: string[] = [];
+  /** Code units the `data` lines gathered so far take, a `\n` counted after each. */
+  #dataLength = 0;
   #type = '';
   #lastEventId = '';
+  readonly #maxEventLength: number;
 
-  constructor(handlers: SseHandlers) {
+  constructor(handlers: SseHandlers, maxEventLength = Number.POSITIVE_INFINITY) {
     this.#handlers = handlers;
+    this.#maxEventLength = maxEventLength;
   }
 
-  /** Parses the next bytes of the stream; handlers run before it returns. */
+  /**
+   * Parses the next bytes of the stream; handlers run before it returns. Throws
+   * {@link SseEventTooLargeError} once the event being gathered exceeds the bound (the events before
+   * it were dispatched); the reader is then of no further use.
+   */
   push(chunk: Uint8Array): void {
     this.#lines(this.#decoder.decode(chunk, { stream: true }));
   }
@@ -68,6 +92,7 @@ export class SseReader {
     this.#lines(this.#decoder.decode());
     this.#line = '';
     this.#data = [];
+    this.#dataLength = 0;
     this.#type = '';
   }
 
@@ -98,6 +123,16 @@ export class SseReader {
       if (lf !== -1 && lf < from) lf = text.indexOf('\n', from);
     }
     this.#line = lineStart === 0 ? text : text.slice(lineStart);
+    // The unfinished line may yet be a `data` line: its field name is not part of the event.
+    if (this.#line.length - DATA_FIELD.length + this.#dataLength > this.#maxEventLength) this.#tooLarge();
+  }
+
+  #tooLarge(): never {
+    // Nothing of it is kept: the caller ends the stream.
+    this.#line = '';
+    this.#data = [];
+    this.#dataLength = 0;
+    throw new SseEventTooLargeError(this.#maxEventLength);
   }
 
   #field(line: string): void {
@@ -115,6 +150,8 @@ export class SseReader {
     if (value.charCodeAt(0) === 0x20) value = value.slice(1);
     switch (name) {
       case 'data':
+        this.#dataLength += value.length + 1;
+        if (this.#dataLength - 1 > this.#maxEventLength) this.#tooLarge();
         this.#data.push(value);
         break;
       case 'event':
@@ -135,6 +172,7 @@ export class SseReader {
     const data = this.#data;
     const type = this.#type;
     this.#data = [];
+    this.#dataLength = 0;
     this.#type = '';
     if (data.length === 0) return;
     this.#handlers.event({

@@ -4,7 +4,7 @@
  */
 import { ErrorCode, type NotificationFilter, type RequestId } from '../../lib/index.ts';
 import { openConnection, type Connection, type ConnectionEvents } from './connection.ts';
-import { type ListenError, WaitForError } from './errors.ts';
+import { ListenError, WaitForError } from './errors.ts';
 import { ItemQueue } from './item-queue.ts';
 import { resolveWaitFor, type ResolvedListen } from './options.ts';
 import { backoffDelay, isRetryable } from './retry.ts';
@@ -125,7 +125,10 @@ export class ListenSubscription implements AsyncIterable<SubscriptionItem> {
     return this.#endReason;
   }
 
-  /** The failure behind an end with the reason `'refused'`, or `'lost'` after re-listening gave up. */
+  /**
+   * The failure behind an end with the reason `'refused'`, or `'lost'` after re-listening gave up or
+   * after an event past `maxEventBytes` (`ErrorCode.ListenEventTooLarge`) when re-listening is off.
+   */
   get error(): ListenError | undefined {
     return this.#error;
   }
@@ -319,13 +322,14 @@ export class ListenSubscription implements AsyncIterable<SubscriptionItem> {
         }
         this.#wake();
       },
-      end: (reason) => {
+      end: (reason, cause) => {
         if (!current || this.#endReason !== undefined) return;
         current = false;
         this.#connection = undefined;
         const { reconnect } = this.#config;
         if (reconnect !== false && (reason === 'lost' || holdsAnything(this.#honored))) void this.#relisten(reason);
-        else this.#finish(reason);
+        // The client's own reason to give up on a stream (an event past maxEventBytes) is told.
+        else this.#finish(reason, cause instanceof ListenError ? cause : undefined);
       },
     };
   }

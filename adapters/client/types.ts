@@ -96,6 +96,16 @@ export interface ListenOptions {
    */
   readonly maxBuffer?: number;
   /**
+   * Most bytes one event of the stream may take (a positive integer): its `data`, or a line that has
+   * not ended yet. A stream that sends more ends as `'lost'`, with `ErrorCode.ListenEventTooLarge` (as
+   * `subscription.error` when re-listening is off; `listen()` rejects with it when the acknowledgement
+   * is the event), so that a server can never grow the client's memory without end. Notifications are
+   * small; the acknowledgement repeats the filter, and this package's servers accept 64 KiB listen
+   * bodies by default.
+   * @default 4194304 (4 MiB)
+   */
+  readonly maxEventBytes?: number;
+  /**
    * What a full buffer does with one more notification, the hub's policies: `'drop-oldest'` forgets the
    * oldest held, `'drop-newest'` forgets the new one, `'close'` ends the subscription with the reason
    * `'overflow'` (after what it holds). Drops are counted in a `dropped` item, where they happened.

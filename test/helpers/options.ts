@@ -22,6 +22,7 @@ const RUNTIME_CODES: readonly string[] = [
   ErrorCode.ListenInvalidAck,
   ErrorCode.ListenAckTimeout,
   ErrorCode.ListenAborted,
+  ErrorCode.ListenEventTooLarge,
   ErrorCode.WaitTimeout,
   ErrorCode.WaitEnded,
 ];
