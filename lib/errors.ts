@@ -117,6 +117,8 @@ export const ErrorCode = Object.freeze({
   ListenAborted: 'ERR_MCP_SUBSCRIPTIONS_LISTEN_ABORTED',
   /** Client: an event of the stream exceeded `maxEventBytes`; the stream was cut. */
   ListenEventTooLarge: 'ERR_MCP_SUBSCRIPTIONS_LISTEN_EVENT_TOO_LARGE',
+  /** Client: an acknowledged stream sent nothing, not even a keepalive, for `idleTimeoutMs`; it was cut. */
+  ListenIdleTimeout: 'ERR_MCP_SUBSCRIPTIONS_LISTEN_IDLE_TIMEOUT',
   /** Client: `waitFor()` saw no matching notification within its `timeoutMs`. */
   WaitTimeout: 'ERR_MCP_SUBSCRIPTIONS_WAIT_TIMEOUT',
   /** Client: the subscription ended before `waitFor()` saw a matching notification. */

@@ -593,6 +593,54 @@ describe('the bound on one event (maxEventBytes)', () => {
   });
 });
 
+describe('a stream gone silent (idleTimeoutMs)', () => {
+  test('nothing at all after the acknowledgement: lost, with ListenIdleTimeout, and the response is let go', async () => {
+    const subscription = await subscribe(server.url, undefined, { idleTimeoutMs: 200 });
+    expect(await subscription.ended).toBe('lost');
+    expect(subscription.error).toMatchObject({
+      code: ErrorCode.ListenIdleTimeout,
+      message: 'mcp-subscriptions: the stream sent nothing, not even a keepalive, for 200 ms (idleTimeoutMs)',
+      status: 200,
+    });
+    expect(lines(await drain(subscription))).toStrictEqual(['end lost']);
+    await server.exchanges.at(-1)!.gone;
+  });
+
+  test('keepalive comments keep a quiet stream open: every byte restarts the clock', async () => {
+    server.script = (exchange) => {
+      acknowledge(exchange, { toolsListChanged: true });
+      let sent = 0;
+      // 15 keepalives 100 ms apart: 1.5 s of no notification, never 1 s of nothing.
+      const tick = setInterval(() => {
+        if (exchange.res.destroyed) return clearInterval(tick);
+        if (++sent <= 15) exchange.res.write(': keepalive\n\n');
+        else {
+          clearInterval(tick);
+          exchange.res.write(noteFrame(exchange.body.id, TOOLS));
+        }
+      }, 100);
+    };
+    const subscription = await subscribe(server.url, undefined, { idleTimeoutMs: 1000 });
+    await subscription.waitFor(TOOLS, { timeoutMs: 10_000 });
+    expect(subscription.endReason).toBe(undefined);
+  });
+
+  test('with re-listening on, a silent stream is re-listened like any lost stream', async () => {
+    server.script = (exchange) =>
+      exchange.n === 1
+        ? acknowledge(exchange, { toolsListChanged: true })
+        : acknowledge(exchange, { toolsListChanged: true }, noteFrame(exchange.body.id, TOOLS));
+    const subscription = await subscribe(server.url, undefined, {
+      idleTimeoutMs: 200,
+      reconnect: { initialDelayMs: 1, maxDelayMs: 1 },
+    });
+    const items = subscription[Symbol.asyncIterator]();
+    expect((await items.next()).value).toMatchObject({ type: 'gap', reason: 'lost' });
+    expect((await items.next()).value).toMatchObject({ type: 'notification', method: TOOLS });
+    await server.exchanges[0]!.gone;
+  });
+});
+
 describe('the buffer', () => {
   /** Acknowledges, then writes notes 1..n and the terminal result at once, before anyone reads. */
   function burst(n: number): Script {
@@ -885,6 +933,8 @@ describe('mistakes in the arguments throw at the call, with a code per check', (
       [() => listen(server.url, {}, { fetch: 'fetch' as never }), ErrorCode.NotFunction],
       [() => listen(server.url, {}, { maxBuffer: 0 }), ErrorCode.NotPositiveInteger],
       [() => listen(server.url, {}, { maxEventBytes: 1.5 }), ErrorCode.NotPositiveInteger],
+      [() => listen(server.url, {}, { idleTimeoutMs: 0 }), ErrorCode.NotPositiveInteger],
+      [() => listen(server.url, {}, { idleTimeoutMs: 2 ** 31 }), ErrorCode.DurationTooLong],
       [() => listen(server.url, {}, { maxEventBytes: '4MB' as never }), ErrorCode.NotPositiveInteger],
       [() => listen(server.url, {}, { overflow: 'block' as never }), ErrorCode.NotOneOf],
       [() => listen(server.url, {}, { signal: {} as never }), ErrorCode.InvalidSignal],

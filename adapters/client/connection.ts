@@ -134,6 +134,8 @@ export function openConnection(request: ResolvedListen, events: ConnectionEvents
   const controller = new AbortController();
   let state: State = 'awaiting-ack';
   let draining: ReturnType<typeof setTimeout> | undefined;
+  /** After the acknowledgement: cuts a stream silent for `idleTimeoutMs`; refreshed by every chunk. */
+  let idle: ReturnType<typeof setTimeout> | undefined;
   /** The response's status once it came, and whether its body has been read to its end (or broke). */
   let status: number | undefined;
   let bodyOver = false;
@@ -190,6 +192,7 @@ export function openConnection(request: ResolvedListen, events: ConnectionEvents
   const end = (reason: 'complete' | 'lost', cause?: unknown): void => {
     if (state !== 'open') return;
     state = 'done';
+    clearTimeout(idle);
     signal.removeEventListener('abort', onAbort);
     // The rest of the response is read (and dropped) until the server ends it, so that its connection
     // goes back to the pool as HTTP means it to. Aborting instead would leave Node's fetch with a spare
@@ -261,6 +264,23 @@ export function openConnection(request: ResolvedListen, events: ConnectionEvents
     const honored = freezeFilter(params.notifications);
     state = 'open';
     clearTimeout(timer);
+    const { idleTimeoutMs } = request;
+    if (idleTimeoutMs !== false) {
+      idle = setTimeout(() => {
+        // No FIN or reset came, yet nothing did either: the server, or the path to it, is gone.
+        controller.abort();
+        end(
+          'lost',
+          listenError(
+            ErrorCode.ListenIdleTimeout,
+            `the stream sent nothing, not even a keepalive, for ${String(idleTimeoutMs)} ms (idleTimeoutMs)`,
+            id,
+            { status },
+          ),
+        );
+      }, idleTimeoutMs);
+      idle.unref();
+    }
     // The owner learns of the ack before any notification parsed after it, in this chunk or a later one.
     events.ack(honored);
     resolveAck(honored);
@@ -360,7 +380,9 @@ export function openConnection(request: ResolvedListen, events: ConnectionEvents
         for (;;) {
           const { done, value } = await body.read();
           if (done) break;
-          if (state !== 'done' && value !== undefined) reader.push(value);
+          if (state === 'done' || value === undefined) continue;
+          idle?.refresh();
+          reader.push(value);
         }
       } finally {
         bodyOver = true;
@@ -402,6 +424,7 @@ export function openConnection(request: ResolvedListen, events: ConnectionEvents
         return;
       }
       state = 'done';
+      clearTimeout(idle);
       signal.removeEventListener('abort', onAbort);
       controller.abort();
     },

@@ -13,7 +13,8 @@ export type ListenErrorCode =
   | typeof ErrorCode.ListenInvalidAck
   | typeof ErrorCode.ListenAckTimeout
   | typeof ErrorCode.ListenAborted
-  | typeof ErrorCode.ListenEventTooLarge;
+  | typeof ErrorCode.ListenEventTooLarge
+  | typeof ErrorCode.ListenIdleTimeout;
 
 /** What a {@link ListenError} knows beyond its code and message; every field only where known. */
 export interface ListenErrorDetails {
@@ -38,6 +39,8 @@ export interface ListenErrorDetails {
  * | `ListenInvalidAck`     | not an event stream, or a first message that is not this request's acknowledgement   |
  * | `ListenAckTimeout`     | no acknowledgement within `ackTimeoutMs`                                              |
  * | `ListenAborted`        | the caller's `signal` aborted first (`cause` is its reason)                           |
+ * | `ListenEventTooLarge`  | an event past `maxEventBytes` (as the acknowledgement, or later: the stream is cut)   |
+ * | `ListenIdleTimeout`    | after the acknowledgement, nothing (not even a keepalive) for `idleTimeoutMs`         |
  *
  * @example
  * ```ts

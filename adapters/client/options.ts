@@ -26,6 +26,7 @@ export const DEFAULTS = Object.freeze({
   maxEventBytes: 4 * 1024 * 1024,
   overflow: 'drop-oldest',
   ackTimeoutMs: 30_000,
+  idleTimeoutMs: 45_000,
   initialDelayMs: 500,
   maxDelayMs: 30_000,
   waitForTimeoutMs: 3000,
@@ -44,6 +45,7 @@ const LISTEN_OPTION_KEYS: readonly string[] = Object.keys({
   reconnect: true,
   clientCapabilities: true,
   ackTimeoutMs: true,
+  idleTimeoutMs: true,
 } satisfies { readonly [K in keyof Required<ListenOptions>]: true });
 
 const RECONNECT_OPTION_KEYS: readonly string[] = Object.keys({
@@ -78,6 +80,7 @@ export interface ResolvedListen {
   readonly signal: AbortSignal | undefined;
   readonly reconnect: ResolvedReconnect | false;
   readonly ackTimeoutMs: number | false;
+  readonly idleTimeoutMs: number | false;
 }
 
 /** A value as a message shows it: `` `-5` (number) ``. */
@@ -301,6 +304,7 @@ export function resolveListen(url: unknown, filter: unknown, options: unknown): 
   const signal = checkSignal(given.signal);
   const reconnect = checkReconnect(given.reconnect);
   const ackTimeoutMs = durationOrFalse('ackTimeoutMs', given.ackTimeoutMs, DEFAULTS.ackTimeoutMs);
+  const idleTimeoutMs = durationOrFalse('idleTimeoutMs', given.idleTimeoutMs, DEFAULTS.idleTimeoutMs);
 
   const body = JSON.stringify({
     jsonrpc: '2.0',
@@ -326,6 +330,7 @@ export function resolveListen(url: unknown, filter: unknown, options: unknown): 
     signal,
     reconnect,
     ackTimeoutMs,
+    idleTimeoutMs,
   });
 }
 

@@ -141,6 +141,16 @@ export interface ListenOptions {
    * @default 30000
    */
   readonly ackTimeoutMs?: number | false;
+  /**
+   * How long an acknowledged stream may stay silent, in milliseconds (1 to 2147483647), or `false` for
+   * ever. Servers send a keepalive comment when they have nothing else to send (this package's every
+   * 15 s by default, the official SDK's too); a stream that sends nothing at all for this long is taken
+   * as gone (a host that died, a network that dropped it without a word, where no connection reset
+   * ever arrives) and ends as `'lost'` with `ErrorCode.ListenIdleTimeout` (re-listened with
+   * `reconnect`). Set it above the server's keepalive period, or `false` for a server that sends none.
+   * @default 45000
+   */
+  readonly idleTimeoutMs?: number | false;
 }
 
 /** Options of {@link ListenSubscription.waitFor}. */

@@ -23,6 +23,7 @@ const RUNTIME_CODES: readonly string[] = [
   ErrorCode.ListenAckTimeout,
   ErrorCode.ListenAborted,
   ErrorCode.ListenEventTooLarge,
+  ErrorCode.ListenIdleTimeout,
   ErrorCode.WaitTimeout,
   ErrorCode.WaitEnded,
 ];
