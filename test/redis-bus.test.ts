@@ -313,6 +313,38 @@ describeUnless(redisMissing)('RedisBus against Redis on 127.0.0.1:6379', () => {
       },
     );
 
+    test.each(LIBRARIES)(
+      "a message in this node's name that it did not write is dropped and counted; one that begins as its own do is ignored unread (%s)",
+      async (library) => {
+        const channelPrefix = uniquePrefix();
+        const nodeId = 'node-under-test';
+        const bus = await node(library, channelPrefix, { nodeId });
+        await connected(bus);
+        const hub = hubOn(bus);
+        const seen: SubscriptionEvent[] = [];
+        hub.subscribeAll((event) => seen.push(event));
+        const res = new FakeResponse();
+        openStream(hub, res, { filter: { toolsListChanged: true, resourceSubscriptions: [MARKER_URI] } });
+        const tools = '"type":"event","event":{"kind":"tools_list_changed"}}';
+        const raw = plainClient();
+        for (const forged of [
+          `{"node":"node-under-test","v":1,${tools}`,
+          `{ "v":1, "node":"node-under-test", ${tools}`,
+          `{"v":1,"node":"\\u006eode-under-test",${tools}`,
+          `{"type":"ping","v":1,"node":"node-under-test"}`,
+        ]) {
+          await raw.publish(bus.channel, forged);
+        }
+        // Exactly as this node writes its own: an echo is not parsed, so this one cannot be told from one.
+        await raw.publish(bus.channel, `{"v":1,"node":"node-under-test",${tools}`);
+        await raw.publish(bus.channel, event(MARKER));
+        await waitFor(() => seen.some(isMarker), 'the marker');
+        expect(seen).toStrictEqual([MARKER]);
+        expect(res.messages()).toHaveLength(1);
+        expect(bus.stats()).toMatchObject({ received: 1, dropped: 4 });
+      },
+    );
+
     test.each(LIBRARIES)("a node's own publish is not delivered back to it (%s)", async (library) => {
       const channelPrefix = uniquePrefix();
       const a = await node(library, channelPrefix);

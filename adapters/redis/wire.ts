@@ -120,8 +120,10 @@ export class Wire {
     if (message.v !== WIRE_VERSION) return drop('version');
     const node = message.node;
     if (typeof node !== 'string' || node === '' || node.length > MAX_NODE_ID_LENGTH) return drop('node');
-    // Our own id in a message that does not start as ours do: someone else's forgery; ignored all the same.
-    if (node === this.nodeId) return { type: 'own' };
+    // Our own id in a message that does not start as ours do: we did not write it. Dropped and counted
+    // as foreign (stats().dropped is where an operator sees someone writing on the channel), not
+    // ignored unseen as an echo of ours is.
+    if (node === this.nodeId) return drop('node');
     switch (message.type) {
       case 'event': {
         if (!hasExactly(message, EVENT_KEYS)) return drop('keys');
