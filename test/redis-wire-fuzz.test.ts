@@ -516,17 +516,19 @@ async function exchange(
       hubs().every(
         (hub) =>
           hub.heard.slice(heardBefore.get(hub)).includes(markerView) &&
-          hub.lives.every((live) =>
-            expectation.cancelled.has(live)
-              ? live.client.ended
-              : live.client.events.slice(live.from).some((event) => event.data === markerData(live)),
+          // A stream the model holds open that ended all the same is judged now, not waited for.
+          hub.lives.every(
+            (live) =>
+              live.client.ended ||
+              (!expectation.cancelled.has(live) &&
+                live.client.events.slice(live.from).some((event) => event.data === markerData(live))),
           ),
       ) &&
       nodes.every(
         (node) => node.bus.stats().published - before.get(node)!.published >= expectation.published.get(node)!,
       ),
     'the exchange to arrive at every stream, listener and bus',
-    20_000,
+    10_000,
   );
 
   for (const hub of hubs()) {
@@ -547,7 +549,7 @@ async function exchange(
         // Ended by a cancellation: what was batched in the same tick as it is never written, so a prefix.
         expect({ ...who, data }).toStrictEqual({ ...who, data: expected.slice(0, data.length) });
       } else {
-        expect({ ...who, data }).toStrictEqual({ ...who, data: expected });
+        expect({ ...who, data, ended: live.client.ended }).toStrictEqual({ ...who, data: expected, ended: false });
         live.from = live.client.events.length;
       }
     }
@@ -621,6 +623,17 @@ async function runCase(body: () => Promise<void>): Promise<void> {
     await body();
     expectHealthy();
   } catch (error) {
+    // Start the next case (fast-check's shrinking) from what the nodes really did, not what the model
+    // expected of them: the bus logs only its first drop, and a failure seen once is not carried over.
+    for (const node of nodes) node.dropped = node.logger.warns.length > 0;
+    for (const hub of hubs()) {
+      hub.logger.errors.length = 0;
+      hub.logger.warns.length = 0;
+      hub.oddPrototypes.length = 0;
+    }
+    for (const node of nodes) node.logger.errors.length = 0;
+    unhandled.length = 0;
+    uncaught.length = 0;
     await openAll();
     await raw.publish(channel, markerBytes);
     await waitFor(
@@ -631,7 +644,7 @@ async function runCase(body: () => Promise<void>): Promise<void> {
           ),
         ),
       'the drain after a failed case',
-      20_000,
+      5_000,
     ).catch(() => {});
     for (const hub of hubs()) for (const live of hub.lives) live.from = live.client.events.length;
     throw error;
@@ -734,9 +747,37 @@ const eventTree: fc.Arbitrary<JsonNode> = fc.oneof(
 );
 
 /** Ids as JSON text: the streams' own (`"listen:1"`, `1`, `"1"`, `0`), and numbers spelled otherwise. */
-const ID_TEXTS = ['"listen:1"', '1', '"1"', '0', '-0', '1.0', '1e0', '"listen:2"', '2', '""', '1e21'];
+const ID_TEXTS = [
+  '"listen:1"',
+  '1',
+  '"1"',
+  '0',
+  '-0',
+  '1.0',
+  '1e0',
+  '"listen:2"',
+  '2',
+  '""',
+  '1e21',
+  '1e999',
+  '-1e999',
+];
+/**
+ * A cancellation: half the time of a stream's own principal (or the same name in another case) and
+ * its id (or the same value of the other type), else of anyone.
+ */
 const cancelEntries = fc
-  .tuple(fc.constantFrom(...PRINCIPALS.filter((principal) => principal !== '')), fc.constantFrom(...ID_TEXTS))
+  .oneof(
+    fc
+      .constantFrom(...STREAMS.filter((spec) => spec.principal !== undefined))
+      .chain((spec) =>
+        fc.tuple(
+          fc.constantFrom(spec.principal!, spec.principal!.toUpperCase(), spec.principal!.toLowerCase()),
+          fc.constantFrom(JSON.stringify(spec.id), JSON.stringify(String(spec.id)), String(spec.id)),
+        ),
+      ),
+    fc.tuple(fc.constantFrom(...PRINCIPALS.filter((principal) => principal !== '')), fc.constantFrom(...ID_TEXTS)),
+  )
   .map(([principal, id]) => [entry('principal', str(principal)), entry('id', literal(id))]);
 
 /** A sender: another node, or one of the two nodes here (each hears the other's id as any other). */
@@ -754,7 +795,7 @@ const messageTree: fc.Arbitrary<JsonNode> = fc
     node: nodeValue,
     body: fc.oneof(
       { weight: 8, arbitrary: eventTree.map((event) => ({ type: 'event', entries: [entry('event', event)] })) },
-      { weight: 1, arbitrary: cancelEntries.map((entries) => ({ type: 'cancel', entries })) },
+      { weight: 2, arbitrary: cancelEntries.map((entries) => ({ type: 'cancel', entries })) },
     ),
     rotate: fc.oneof({ weight: 4, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.nat({ max: 4 }) }),
   })
@@ -1007,16 +1048,39 @@ const protoKeyArb: fc.Arbitrary<ProtoKey> = fc.record({
 });
 
 function withProtoKey(tree: JsonNode, add: ProtoKey): JsonNode {
-  const added = entry(add.key, literal(add.value), add.escaped);
+  return withKey(tree, add.where, entry(add.key, literal(add.value), add.escaped));
+}
+
+/** Adds `added` to the envelope, to the event object, or to the task's state (or the event, if none). */
+function withKey(tree: JsonNode, where: 'envelope' | 'event' | 'task', added: JsonEntry): JsonNode {
   const into = (node: JsonNode): JsonNode =>
     node.kind === 'object' ? { kind: 'object', entries: [...node.entries, added] } : node;
-  if (add.where === 'envelope' || tree.kind !== 'object') return into(tree);
+  if (where === 'envelope' || tree.kind !== 'object') return into(tree);
   const at = tree.entries.findIndex((e) => e.key === 'event');
   if (at === -1) return into(tree);
-  if (add.where === 'event') return editAt(tree, [at], into);
+  if (where === 'event') return editAt(tree, [at], into);
   const event = tree.entries[at]!.value;
   const task = event.kind === 'object' ? event.entries.findIndex((e) => e.key === 'task') : -1;
   return task === -1 ? editAt(tree, [at], into) : editAt(tree, [at, task], into);
+}
+
+/** A nest, shallow enough for every node to write or deeper than any can, put where a valid event keeps it. */
+interface Nest {
+  readonly where: 'event' | 'task';
+  readonly depth: number;
+  readonly inArrays: boolean;
+}
+const nestArb: fc.Arbitrary<Nest> = fc.record({
+  where: fc.constantFrom('event' as const, 'task' as const),
+  depth: fc.constantFrom(1_000, 20_000, 30_000),
+  inArrays: fc.boolean(),
+});
+
+function withNest(tree: JsonNode, nest: Nest): JsonNode {
+  const text = nest.inArrays
+    ? '['.repeat(nest.depth) + ']'.repeat(nest.depth)
+    : '{"a":'.repeat(nest.depth) + 'null' + '}'.repeat(nest.depth);
+  return withKey(tree, nest.where, entry('deep', literal(text)));
 }
 
 /** Whole messages that are no message of ours. */
@@ -1069,6 +1133,12 @@ const sentArb: fc.Arbitrary<Sent> = fc.oneof(
     arbitrary: fc
       .tuple(messageTree, protoKeyArb, spaceArb)
       .map(([tree, add, space]) => sent('prototype key', Buffer.from(jsonText(withProtoKey(tree, add), space)))),
+  },
+  {
+    weight: 1,
+    arbitrary: fc
+      .tuple(messageTree, nestArb)
+      .map(([tree, nest]) => sent('deep nest', Buffer.from(jsonText(withNest(tree, nest))))),
   },
 );
 
@@ -1151,7 +1221,7 @@ describeUnless(redisMissing)(
           expect(frames[0]![0]).toContain('"__proto__":{"polluted":true}');
         }
       });
-    });
+    }, 60_000);
 
     propTest.prop([fc.array(sentArb, { minLength: 1, maxLength: 10 })], { ...BOUNDED, numRuns: 150 })(
       'whatever arrives on the channel: what the contract accepts reaches exactly its streams and listeners, byte for byte; anything else reaches nothing and is counted',
@@ -1178,7 +1248,7 @@ describeUnless(redisMissing)(
         numRuns: 3,
         examples: [
           { size: WIRE_LIMIT_BYTES, pad: 'é', from: MARKER_NODE },
-          { size: WIRE_LIMIT_BYTES + 1, pad: 'x', from: MARKER_NODE },
+          { size: WIRE_LIMIT_BYTES + 1, pad: '😀', from: MARKER_NODE },
         ],
       },
     )(
