@@ -1092,6 +1092,15 @@ function withNest(tree: JsonNode, nest: Nest): JsonNode {
   return withKey(tree, nest.where, entry('deep', literal(text)));
 }
 
+/** The event's kind replaced: a list change with a URI or a task, an update without its URI, an unknown kind. */
+function withKind(tree: JsonNode, kind: string): JsonNode {
+  if (tree.kind !== 'object') return tree;
+  const at = tree.entries.findIndex((e) => e.key === 'event');
+  const event = tree.entries[at]?.value;
+  const kindAt = event?.kind === 'object' ? event.entries.findIndex((e) => e.key === 'kind') : -1;
+  return kindAt === -1 ? tree : editAt(tree, [at, kindAt], () => str(kind));
+}
+
 /** Whole messages that are no message of ours. */
 const GARBAGE = ['null', '[]', '{}', '"event"', '1', 'garbage', '{"v":1}', '[{"v":1}]', 'NaN', '{"v":1,"node":', ' '];
 
@@ -1142,6 +1151,15 @@ const sentArb: fc.Arbitrary<Sent> = fc.oneof(
     arbitrary: fc
       .tuple(messageTree, protoKeyArb, spaceArb)
       .map(([tree, add, space]) => sent('prototype key', Buffer.from(jsonText(withProtoKey(tree, add), space)))),
+  },
+  {
+    weight: 1,
+    arbitrary: fc
+      .tuple(
+        messageTree,
+        fc.constantFrom(...LIST_KINDS, 'resource_updated', 'task_status', 'everything_changed', 'TOOLS_LIST_CHANGED'),
+      )
+      .map(([tree, kind]) => sent('kind swapped', Buffer.from(jsonText(withKind(tree, kind))))),
   },
   {
     weight: 1,
