@@ -1101,6 +1101,25 @@ function withKind(tree: JsonNode, kind: string): JsonNode {
   return kindAt === -1 ? tree : editAt(tree, [at, kindAt], () => str(kind));
 }
 
+/** Values for the envelope's fields that are almost right: loosely equal to 1, an id one too long, a near type. */
+const ENVELOPE_VALUES = {
+  v: ['1', '1.0', '1e0', '10e-1', '1.0000000000000001', '2', '0', '-1', '"1"', 'true', '[1]', '1e999', 'null'],
+  node: ['""', JSON.stringify('n'.repeat(201)), JSON.stringify('😀'.repeat(101)), '7', 'null', '["peer-1"]'],
+  type: ['"EVENT"', '"Event"', '"ping"', '""', '"event "', '"cancel"', '"event"', 'null', '["event"]'],
+};
+const envelopeSwapArb = fc
+  .constantFrom(...(['v', 'node', 'type'] as const))
+  .chain((key) => fc.tuple(fc.constant(key), fc.constantFrom(...ENVELOPE_VALUES[key])));
+
+/** The envelope's field `key` (all of them, if the key repeats) given the JSON text `value`. */
+function withField(tree: JsonNode, key: string, value: string): JsonNode {
+  if (tree.kind !== 'object') return tree;
+  return {
+    kind: 'object',
+    entries: tree.entries.map((e) => (e.key === key ? { ...e, value: literal(value) } : e)),
+  };
+}
+
 /** Whole messages that are no message of ours. */
 const GARBAGE = ['null', '[]', '{}', '"event"', '1', 'garbage', '{"v":1}', '[{"v":1}]', 'NaN', '{"v":1,"node":', ' '];
 
@@ -1151,6 +1170,14 @@ const sentArb: fc.Arbitrary<Sent> = fc.oneof(
     arbitrary: fc
       .tuple(messageTree, protoKeyArb, spaceArb)
       .map(([tree, add, space]) => sent('prototype key', Buffer.from(jsonText(withProtoKey(tree, add), space)))),
+  },
+  {
+    weight: 1,
+    arbitrary: fc
+      .tuple(messageTree, envelopeSwapArb)
+      .map(([tree, [key, value]]) =>
+        sent('envelope field swapped', Buffer.from(jsonText(withField(tree, key, value)))),
+      ),
   },
   {
     weight: 1,
