@@ -219,12 +219,12 @@ describeUnless(redisMissing)('RedisBus against Redis on 127.0.0.1:6379', () => {
       ],
       ['__proto__ at the top', event(tools).replace(/}$/, ',"__proto__":{"polluted":true}}')],
       [
-        '__proto__ in a task',
-        '{"v":1,"node":"another-node","type":"event","event":{"kind":"task_status","owner":"alice","task":{"taskId":"t-1","status":"completed","__proto__":{"polluted":true}}}}',
+        '__proto__ in the event',
+        '{"v":1,"node":"another-node","type":"event","event":{"kind":"tools_list_changed","__proto__":{"polluted":true}}}',
       ],
       [
-        'an escaped __proto__',
-        '{"v":1,"node":"another-node","type":"event","event":{"kind":"task_status","owner":"alice","task":{"taskId":"t-1","status":"completed","\\u005f_proto__":{"polluted":true}}}}',
+        'an escaped __proto__ in the event',
+        '{"v":1,"node":"another-node","type":"event","event":{"kind":"task_status","owner":"alice","\\u005f_proto__":{"polluted":true},"task":{"taskId":"t-1","status":"completed"}}}',
       ],
       [
         'a valid event over 4 MiB',
@@ -272,6 +272,76 @@ describeUnless(redisMissing)('RedisBus against Redis on 127.0.0.1:6379', () => {
         expect(String(logger.warns[0]![0])).toContain('(not-json)');
         expect(logger.errors).toStrictEqual([]);
         expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+      },
+    );
+
+    test.each(LIBRARIES)(
+      "a `__proto__` key in a task's state (the host's own data) is delivered, as the publishing node delivers it: an own key, no prototype changed (%s)",
+      async (library) => {
+        const channelPrefix = uniquePrefix();
+        const bus = await node(library, channelPrefix);
+        await connected(bus);
+        const hub = hubOn(bus);
+        const seen: SubscriptionEvent[] = [];
+        hub.subscribeAll((event) => seen.push(event));
+        const res = new FakeResponse();
+        openStream(hub, res, {
+          principal: 'alice',
+          id: 'listen:1',
+          filter: { taskIds: ['t-1'], resourceSubscriptions: [MARKER_URI] },
+        });
+        const raw = plainClient();
+        for (const key of ['"__proto__"', '"\\u005f_proto__"']) {
+          await raw.publish(
+            bus.channel,
+            `{"v":1,"node":"another-node","type":"event","event":{"kind":"task_status","owner":"alice","task":{"taskId":"t-1","status":"completed",${key}:{"polluted":true},"result":{${key}:[]}}}}`,
+          );
+        }
+        await raw.publish(bus.channel, event(MARKER));
+        await waitFor(() => seen.some(isMarker), 'the marker');
+        expect(seen).toHaveLength(3);
+        for (const { task } of seen.slice(0, 2) as { task: Record<string, unknown> }[]) {
+          expect(Object.hasOwn(task, '__proto__')).toBe(true);
+          expect(Object.getPrototypeOf(task)).toBe(Object.prototype);
+          expect(Object.hasOwn(task.result as object, '__proto__')).toBe(true);
+        }
+        const frames = res.events().map((e) => e.data);
+        expect(frames).toHaveLength(3);
+        for (const frame of frames.slice(0, 2)) expect(frame).toContain('"__proto__":{"polluted":true}');
+        expect(bus.stats()).toMatchObject({ received: 3, dropped: 0 });
+        expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+      },
+    );
+
+    test.each(LIBRARIES)(
+      "a message in this node's name that it did not write is dropped and counted; one that begins as its own do is ignored unread (%s)",
+      async (library) => {
+        const channelPrefix = uniquePrefix();
+        const nodeId = 'node-under-test';
+        const bus = await node(library, channelPrefix, { nodeId });
+        await connected(bus);
+        const hub = hubOn(bus);
+        const seen: SubscriptionEvent[] = [];
+        hub.subscribeAll((event) => seen.push(event));
+        const res = new FakeResponse();
+        openStream(hub, res, { filter: { toolsListChanged: true, resourceSubscriptions: [MARKER_URI] } });
+        const tools = '"type":"event","event":{"kind":"tools_list_changed"}}';
+        const raw = plainClient();
+        for (const forged of [
+          `{"node":"node-under-test","v":1,${tools}`,
+          `{ "v":1, "node":"node-under-test", ${tools}`,
+          `{"v":1,"node":"\\u006eode-under-test",${tools}`,
+          `{"type":"ping","v":1,"node":"node-under-test"}`,
+        ]) {
+          await raw.publish(bus.channel, forged);
+        }
+        // Exactly as this node writes its own: an echo is not parsed, so this one cannot be told from one.
+        await raw.publish(bus.channel, `{"v":1,"node":"node-under-test",${tools}`);
+        await raw.publish(bus.channel, event(MARKER));
+        await waitFor(() => seen.some(isMarker), 'the marker');
+        expect(seen).toStrictEqual([MARKER]);
+        expect(res.messages()).toHaveLength(1);
+        expect(bus.stats()).toMatchObject({ received: 1, dropped: 4 });
       },
     );
 

@@ -9,7 +9,8 @@
  *
  * Anyone who can PUBLISH on the channel can put bytes here, so a received message is decoded strictly:
  * the version, the node id, the type, the exact set of keys, the event through the engine's own
- * `validateEvent`, and no `__proto__` key anywhere. Whatever fails is dropped, never delivered.
+ * `validateEvent`, and no `__proto__` key in the envelope or the event (a task's state may hold one:
+ * see {@link parse}). Whatever fails is dropped, never delivered.
  */
 import { validateEvent, type RequestId, type SubscriptionEvent } from '../../lib/internal.ts';
 import { MAX_NODE_ID_LENGTH } from './options.ts';
@@ -37,15 +38,30 @@ export type Decoded =
 const EVENT_KEYS = ['v', 'node', 'type', 'event'];
 const CANCEL_KEYS = ['v', 'node', 'type', 'principal', 'id'];
 
-class ForbiddenKey extends Error {}
-
 /**
- * `JSON.parse` keeps a `"__proto__"` key as an own property; a host listener that later copies the
- * event with `Object.assign` would turn it into a prototype. Such a message is refused outright.
+ * Parses a message, and lists the objects in it that hold a `"__proto__"` key. `JSON.parse` keeps such
+ * a key as an own data property (it never sets a prototype), so the question is only where one may be.
+ *
+ * In the envelope and the event object, nowhere: the format has no such key. In a task's state, yes:
+ * the state is the host's own data (a stored task, a tool's JSON output) and the node that publishes it
+ * delivers it to its own streams and listeners as it is, `__proto__` key and all; refusing it here
+ * made the same event reach one node's clients and no other's. Nothing on the receiving path merges
+ * or assigns the state: the hub reads `taskId`, writes the frame from an object-rest copy (which
+ * defines the key as an own property, like `JSON.parse`) and hands host listeners the event as the
+ * publishing node's listeners get it. And refusing `__proto__` alone never made a naive deep merge in
+ * a listener safe: `{"constructor":{"prototype":…}}` does the same harm and was always accepted.
+ *
+ * The reviver also bounds nesting: it recurses, so a message nested deeper than the stack allows
+ * (about 2,600 levels; `JSON.stringify`, which every node needs to write a frame, gives up near 4,100)
+ * throws here and is dropped, instead of reaching a hub that could not write it.
  */
-function refuseProtoKeys(key: string, value: unknown): unknown {
-  if (key === '__proto__') throw new ForbiddenKey();
-  return value;
+function parse(raw: string): { readonly message: unknown; readonly protoHolders: readonly object[] } {
+  const protoHolders: object[] = [];
+  const message: unknown = JSON.parse(raw, function (this: object, key: string, value: unknown) {
+    if (key === '__proto__') protoHolders.push(this);
+    return value;
+  });
+  return { message, protoHolders };
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
@@ -92,21 +108,26 @@ export class Wire {
   decode(raw: string): Decoded {
     if (raw.startsWith(this.ownPrefix)) return { type: 'own' };
     if (tooLarge(raw)) return drop('too-large');
-    let message: unknown;
+    let parsed: ReturnType<typeof parse>;
     try {
-      message = JSON.parse(raw, refuseProtoKeys);
-    } catch (error) {
-      return drop(error instanceof ForbiddenKey ? 'forbidden-key' : 'not-json');
+      parsed = parse(raw);
+    } catch {
+      return drop('not-json');
     }
+    const { message, protoHolders } = parsed;
     if (!isPlainObject(message)) return drop('not-object');
+    if (protoHolders.includes(message)) return drop('forbidden-key');
     if (message.v !== WIRE_VERSION) return drop('version');
     const node = message.node;
     if (typeof node !== 'string' || node === '' || node.length > MAX_NODE_ID_LENGTH) return drop('node');
-    // Our own id in a message that does not start as ours do: someone else's forgery; ignored all the same.
-    if (node === this.nodeId) return { type: 'own' };
+    // Our own id in a message that does not start as ours do: we did not write it. Dropped and counted
+    // as foreign (stats().dropped is where an operator sees someone writing on the channel), not
+    // ignored unseen as an echo of ours is.
+    if (node === this.nodeId) return drop('node');
     switch (message.type) {
       case 'event': {
         if (!hasExactly(message, EVENT_KEYS)) return drop('keys');
+        if (protoHolders.includes(message.event as object)) return drop('forbidden-key');
         try {
           return { type: 'event', event: validateEvent(message.event) };
         } catch {

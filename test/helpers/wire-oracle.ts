@@ -1,0 +1,277 @@
+/**
+ * What a node must do with one message that arrives on the Redis bus's channel, decided from the wire
+ * format's contract (docs/redis.md, "The channel and the messages", and the header of
+ * adapters/redis/wire.ts), written out independently of the bus's decoder so that the fuzzer can judge
+ * every message exactly: ignore it as the node's own, drop it (counted), or hand the event or the
+ * cancellation to every hub of the node. Only "is this an absolute URI" is asked of the library, as
+ * listen-oracle.ts does (that rule is fuzzed on its own in test/fuzz.test.ts).
+ *
+ * Also here: which stream an accepted event or cancellation reaches, and the exact frame it writes
+ * there (spec §3), so that what a client reads can be compared byte for byte.
+ */
+import { isAbsoluteUri } from '../../lib/internal.ts';
+
+/** The largest message a node accepts, in UTF-8 bytes of the text it received. */
+export const WIRE_LIMIT_BYTES = 4 * 1024 * 1024;
+/** The longest node id, in UTF-16 code units (a JavaScript string's length). */
+export const NODE_ID_MAX = 200;
+/**
+ * Nesting the oracle decides. A message nested at most {@link DEPTH_DECIDED} deep is judged by the
+ * rules; one nested deeper than {@link DEPTH_UNWRITABLE} must be dropped, because no node can have
+ * written it: `JSON.stringify` throws a RangeError long before (about 4,100 levels on Node 20), so no
+ * hub could publish it nor write its frame. In between, whether a node takes it depends on the call
+ * stack, and the fuzzer never sends such a message.
+ */
+export const DEPTH_DECIDED = 1_100;
+export const DEPTH_UNWRITABLE = 10_000;
+
+const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
+
+/** The notification method of each event kind (spec §3). */
+export const METHODS = {
+  tools_list_changed: 'notifications/tools/list_changed',
+  prompts_list_changed: 'notifications/prompts/list_changed',
+  resources_list_changed: 'notifications/resources/list_changed',
+  resource_updated: 'notifications/resources/updated',
+  task_status: 'notifications/tasks',
+} as const;
+export type Kind = keyof typeof METHODS;
+const LIST_KINDS = ['tools_list_changed', 'prompts_list_changed', 'resources_list_changed'] as const;
+
+/** An event as every hub of the receiving node must be handed it: its canonical form, extra fields gone. */
+export type WireEvent =
+  | { readonly kind: 'tools_list_changed' | 'prompts_list_changed' | 'resources_list_changed' }
+  | { readonly kind: 'resource_updated'; readonly uri: string }
+  | { readonly kind: 'task_status'; readonly task: Record<string, unknown>; readonly owner: string };
+
+/** Why a message must be dropped (for the figures; a drop is a drop, whatever the reason). */
+export type DropWhy =
+  | 'size'
+  | 'json'
+  | 'depth'
+  | 'not-object'
+  | 'prototype-key'
+  | 'version'
+  | 'node'
+  | 'self'
+  | 'type'
+  | 'keys'
+  | 'event'
+  | 'cancel';
+
+export type Verdict =
+  /** The receiving node's own message, come back from Redis: neither received nor dropped. */
+  | { readonly kind: 'own' }
+  | { readonly kind: 'drop'; readonly why: DropWhy }
+  | { readonly kind: 'event'; readonly event: WireEvent }
+  | { readonly kind: 'cancel'; readonly principal: string; readonly id: string | number };
+
+type Json = Record<string, unknown>;
+
+const isObject = (value: unknown): value is Json =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+const own = (object: Json, key: string): unknown => (Object.hasOwn(object, key) ? object[key] : undefined);
+const sameKeys = (object: Json, keys: readonly string[]): boolean => {
+  const have = Object.keys(object);
+  return have.length === keys.length && keys.every((key) => have.includes(key));
+};
+
+/** How deep a parsed value nests (a scalar is 0, `[]` is 1), walked without recursion. */
+export function depthOf(value: unknown): number {
+  let deepest = 0;
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop()!;
+    if (typeof node !== 'object' || node === null) {
+      deepest = Math.max(deepest, depth);
+      continue;
+    }
+    deepest = Math.max(deepest, depth + 1);
+    for (const child of Object.values(node)) stack.push([child, depth + 1]);
+  }
+  return deepest;
+}
+
+/** The text a client library hands the bus for these bytes: UTF-8, bad sequences replaced by U+FFFD, a BOM kept. */
+export function receivedText(bytes: Uint8Array): string {
+  return new TextDecoder('utf-8', { ignoreBOM: true }).decode(bytes);
+}
+
+/** How every message a node writes begins (its version, then its id, in that order, without spaces). */
+export function ownPrefix(nodeId: string): string {
+  return `{"v":1,"node":${JSON.stringify(nodeId)},`;
+}
+
+/**
+ * The verdict of the node `receiver` on one message, in the contract's order:
+ *
+ * 1. A message that begins exactly as the receiver's own messages begin is its own, back from Redis
+ *    (Redis sends a publisher's messages to its own subscription too): ignored, neither received nor
+ *    dropped. The receiver does not parse its echoes, so a forgery in exactly that form is ignored
+ *    the same way, which is safe: it reaches nothing.
+ * 2. Over 4 MiB (UTF-8 bytes of the received text): dropped.
+ * 3. Not JSON text, or nested deeper than anyone can write (see {@link DEPTH_UNWRITABLE}): dropped.
+ * 4. The envelope: an object with the format version exactly `1`, a node id that is a non-empty
+ *    string of at most 200 characters and not the receiver's own (a message claiming the receiver's
+ *    id in another form is a forgery), a `type` of `event` or `cancel` with exactly that type's keys,
+ *    and no `"__proto__"` key in it. Else dropped.
+ * 5. An event, by the rules of `hub.publish()`: a known kind; a list change names no `uri`; an update
+ *    names an absolute URI; a task event carries `task` (an object with a non-empty string `taskId`
+ *    and a string `status`) and a string `owner`. The event object itself holds no `"__proto__"` key;
+ *    the task's state is the host's opaque data and may (a node publishing it delivers it locally as
+ *    it is, so every other node must too). Extra fields of the event are left out. Else dropped.
+ * 6. A cancellation: a non-empty string principal, an id that is a string or a finite number. Else dropped.
+ */
+export function judge(bytes: Uint8Array, receiver: string): Verdict {
+  const text = receivedText(bytes);
+  if (text.startsWith(ownPrefix(receiver))) return { kind: 'own' };
+  if (Buffer.byteLength(text, 'utf8') > WIRE_LIMIT_BYTES) return drop('size');
+  let message: unknown;
+  try {
+    message = JSON.parse(text);
+  } catch {
+    return drop('json');
+  }
+  const verdict = byRules(message, receiver);
+  const depth = depthOf(message);
+  if (depth > DEPTH_UNWRITABLE) return drop('depth');
+  if (depth > DEPTH_DECIDED && verdict.kind !== 'drop') {
+    throw new Error(`the oracle does not decide a message nested ${depth} deep`);
+  }
+  return verdict;
+}
+
+function byRules(message: unknown, receiver: string): Verdict {
+  if (!isObject(message)) return drop('not-object');
+  if (Object.hasOwn(message, '__proto__')) return drop('prototype-key');
+  if (own(message, 'v') !== 1) return drop('version');
+  const node = own(message, 'node');
+  if (typeof node !== 'string' || node === '' || node.length > NODE_ID_MAX) return drop('node');
+  if (node === receiver) return drop('self');
+  switch (own(message, 'type')) {
+    case 'event': {
+      if (!sameKeys(message, ['v', 'node', 'type', 'event'])) return drop('keys');
+      const event = eventOf(own(message, 'event'));
+      return event === undefined ? drop('event') : { kind: 'event', event };
+    }
+    case 'cancel': {
+      if (!sameKeys(message, ['v', 'node', 'type', 'principal', 'id'])) return drop('keys');
+      const principal = own(message, 'principal');
+      const id = own(message, 'id');
+      if (typeof principal !== 'string' || principal === '') return drop('cancel');
+      if (!(typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id)))) return drop('cancel');
+      return { kind: 'cancel', principal, id };
+    }
+    default:
+      return drop('type');
+  }
+}
+
+function drop(why: DropWhy): Verdict {
+  return { kind: 'drop', why };
+}
+
+function eventOf(event: unknown): WireEvent | undefined {
+  if (!isObject(event) || Object.hasOwn(event, '__proto__')) return undefined;
+  const kind = own(event, 'kind');
+  if (typeof kind !== 'string' || !Object.hasOwn(METHODS, kind)) return undefined;
+  if ((LIST_KINDS as readonly string[]).includes(kind)) {
+    return Object.hasOwn(event, 'uri') ? undefined : ({ kind } as WireEvent);
+  }
+  if (kind === 'resource_updated') {
+    const uri = own(event, 'uri');
+    return typeof uri === 'string' && isAbsoluteUri(uri) ? { kind, uri } : undefined;
+  }
+  const task = own(event, 'task');
+  const owner = own(event, 'owner');
+  if (!isObject(task) || typeof owner !== 'string') return undefined;
+  const taskId = own(task, 'taskId');
+  if (typeof taskId !== 'string' || taskId === '' || typeof own(task, 'status') !== 'string') return undefined;
+  return { kind: 'task_status', task, owner };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Who gets what, and the bytes of it
+// ---------------------------------------------------------------------------------------------------
+
+/** A listen stream as acknowledged: its principal (undefined for an anonymous caller), its id and filter. */
+export interface StreamModel {
+  readonly principal: string | undefined;
+  readonly id: string | number;
+  readonly filter: {
+    readonly toolsListChanged?: true;
+    readonly promptsListChanged?: true;
+    readonly resourcesListChanged?: true;
+    readonly resourceSubscriptions?: readonly string[];
+    readonly taskIds?: readonly string[];
+  };
+}
+
+const FLAG: Record<(typeof LIST_KINDS)[number], 'toolsListChanged' | 'promptsListChanged' | 'resourcesListChanged'> = {
+  tools_list_changed: 'toolsListChanged',
+  prompts_list_changed: 'promptsListChanged',
+  resources_list_changed: 'resourcesListChanged',
+};
+
+/**
+ * Whether `event` reaches `stream`: a list change reaches the streams that asked for that list, an
+ * update those that named its URI, a task event those that named its id and whose principal owns it
+ * (an anonymous caller owns nothing).
+ */
+export function reaches(event: WireEvent, stream: StreamModel): boolean {
+  switch (event.kind) {
+    case 'resource_updated':
+      return stream.filter.resourceSubscriptions?.includes(event.uri) ?? false;
+    case 'task_status':
+      return (
+        stream.principal !== undefined &&
+        stream.principal === event.owner &&
+        (stream.filter.taskIds?.includes(event.task.taskId as string) ?? false)
+      );
+    default:
+      return stream.filter[FLAG[event.kind]] === true;
+  }
+}
+
+/** Whether a cancellation of `principal`'s listen `id` ends `stream`: same principal, same id of the same type. */
+export function cancels(principal: string, id: string | number, stream: StreamModel): boolean {
+  return stream.principal === principal && typeof stream.id === typeof id && stream.id === id;
+}
+
+/**
+ * The `data` of the frame `event` writes on a stream of listen id `id`: the notification with the
+ * event's fields as params (a task's whole state but its own `_meta`), then the subscription id in
+ * `_meta` (spec §3), as `JSON.stringify` writes it.
+ */
+export function frameData(event: WireEvent, id: string | number): string {
+  const meta = { _meta: { [SUBSCRIPTION_ID]: id } };
+  let params: Json;
+  switch (event.kind) {
+    case 'resource_updated':
+      params = { uri: event.uri, ...meta };
+      break;
+    case 'task_status': {
+      // Spreading copies every own key as an own property, `__proto__` included.
+      const state: Json = { ...event.task };
+      delete state._meta;
+      params = { ...state, ...meta };
+      break;
+    }
+    default:
+      params = meta;
+  }
+  return JSON.stringify({ jsonrpc: '2.0', method: METHODS[event.kind], params });
+}
+
+/**
+ * An event as a hub listener receives it, in one string: its keys, and each field as JSON (a task's
+ * state as `JSON.stringify` writes it, so an own `__proto__` key counts like any other).
+ */
+export function listenerView(event: object): string {
+  const fields = event as Json;
+  return JSON.stringify(
+    Object.keys(fields)
+      .sort()
+      .map((key) => [key, JSON.stringify(fields[key])]),
+  );
+}
