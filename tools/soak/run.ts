@@ -1,6 +1,7 @@
 /**
  * `npm run soak [-- --quick] [--cycles=20000] [--concurrency=32] [--rate=1000] [--waves=8] [--seed=1]
- * [--kinds=a,b] [--json=FILE] [--trace-timers]`: issue #14's soak of the Express middleware. Listen
+ * [--kinds=a,b] [--json=FILE] [--trace-timers]`: issue #14's soak of the Express middleware (with
+ * `--stuck`, its other run: thousands of stopped readers at once, see stuck.ts). Listen
  * streams are opened and closed `--cycles` times on loopback, `--concurrency` at a time, under a
  * steady publish load (`--rate` events/s), each cycle ending one way picked at random (`--kinds`
  * restricts them, to chase one path):
@@ -36,7 +37,7 @@ import { writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { cancel, Listen, type ListenPlan } from './client.ts';
-import { cell, type Check, intFlag, leftovers, mib, ServerProcess, sleep, sum, table } from './harness.ts';
+import { cell, type Check, intFlag, leftovers, mib, prng, ServerProcess, sleep, sum, table } from './harness.ts';
 import type { ResponseState, ServerConfig } from './messages.ts';
 
 /**
@@ -61,7 +62,11 @@ const CYCLE_GUARD_MS = 20_000;
 // Options
 // -------------------------------------------------------------------------------------------------
 
+/** `--stuck`: the other run of this tool (stuck.ts: stopped readers at scale), which reads its own flags. */
+const stuckRun = process.argv.slice(2).includes('--stuck');
+
 const { values: flags } = parseArgs({
+  args: stuckRun ? [] : process.argv.slice(2),
   options: {
     quick: { type: 'boolean', default: false },
     cycles: { type: 'string' },
@@ -84,8 +89,12 @@ const waves = intFlag('waves', flags.waves, quick ? 2 : 8, 0);
 const warmup = Math.min(1000, Math.max(100, Math.floor(cycles / 20)));
 
 const serverConfig: ServerConfig = {
+  mode: 'cycles',
   cycles,
   publishRate: intFlag('rate', flags.rate, 1000, 1),
+  loadRate: 0,
+  seqKeys: 0,
+  maxSubscriptionsPerPrincipal: 32,
   hotUris: 32,
   keepAliveMs: 200,
   stallTimeoutMs: 1000,
@@ -99,19 +108,10 @@ const serverConfig: ServerConfig = {
 // Choices
 // -------------------------------------------------------------------------------------------------
 
-/** A seeded PRNG (mulberry32): the same seed makes the same choices (timings still vary). */
-function prng(state: number): () => number {
-  return () => {
-    state = (state + 0x6d2b79f5) | 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 const random = prng(seed);
 const pick = (n: number): number => Math.floor(random() * n);
 const chance = (p: number): boolean => random() < p;
+
 // -------------------------------------------------------------------------------------------------
 // The cycles
 // -------------------------------------------------------------------------------------------------
@@ -591,7 +591,7 @@ async function main(): Promise<number> {
   return ok ? 0 : 1;
 }
 
-main().then(
+(stuckRun ? import('./stuck.ts').then((stuck) => stuck.main()) : main()).then(
   (code) => process.exit(code),
   (error: unknown) => {
     console.error('soak: the run itself failed:', error);
