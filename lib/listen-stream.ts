@@ -374,9 +374,11 @@ export class ListenStream {
     // and a batch only grows while not).
     if (!this.blocked) this.flushBatch();
     const queue = this.queue;
-    // 64 frames per write: fewer syscalls than one per frame, without building one huge string.
+    // 64 frames per write: fewer syscalls than one per frame, without building one huge string. And
+    // no more than a tick's batch may hold (16 KiB and a frame): a write the socket refuses stays in
+    // memory, and frames carry the listen id, which may be long (ids of 16 KiB made 64 frames 1 MiB).
     while (!this.blocked && queue !== undefined && queue.size > 0 && (this.state === OPEN || this.keepQueueOnEnd)) {
-      const { text, count } = queue.take(64, this.idJson);
+      const { text, count } = queue.take(64, this.idJson, PENDING_FLUSH_CHARS);
       this.shared.counters.written += count;
       this.write(text);
     }
