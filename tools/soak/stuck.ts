@@ -329,6 +329,35 @@ function phaseOf(t: number): Phase | undefined {
   return undefined;
 }
 
+/**
+ * Parts of the stuck phase, for the healthy readers' latency: the stopped readers connecting and
+ * filling their sockets, all of them held until the stall timeout, the stall closes, the stopped
+ * readers reading again and leaving. The run's own full GC (to measure what the server holds) stops
+ * the server: events published during it count in no phase's latency, as no host pays for it.
+ */
+interface Segment {
+  readonly name: string;
+  readonly start: number;
+  end: number;
+  readonly latencies: number[];
+  readonly counted: boolean;
+}
+
+const segments: Segment[] = [];
+
+/** Ends the current segment, and begins `name` unless it is empty. */
+function segment(name: string, counted = true): void {
+  const at = now();
+  const last = segments.at(-1);
+  if (last !== undefined && last.end === 0) last.end = at;
+  if (name !== '') segments.push({ name, start: at, end: 0, latencies: [], counted });
+}
+
+function segmentOf(t: number): Segment | undefined {
+  for (const part of segments) if (t >= part.start && (part.end === 0 || t < part.end)) return part;
+  return undefined;
+}
+
 /** One healthy reader: every numbered event once, in order. */
 class Healthy {
   /** The number the next event must carry. */
@@ -358,10 +387,11 @@ class Healthy {
       this.next = seq + 1;
     } else this.repeated++;
     const phase = phaseOf(publishedAt);
-    if (phase !== undefined) {
-      phase.latencies.push(at - publishedAt);
-      if (this.first) phase.events++;
-    }
+    if (phase === undefined) return;
+    if (this.first) phase.events++;
+    const part = segmentOf(publishedAt);
+    part?.latencies.push(at - publishedAt);
+    if (part?.counted !== false) phase.latencies.push(at - publishedAt);
   }
 }
 
@@ -590,6 +620,7 @@ interface StuckOutcome {
 
 async function stuckPhase(server: ServerProcess): Promise<StuckOutcome> {
   const t0 = performance.now();
+  segment('connecting, sockets filling');
   const stuck = await openMany(server.port, stuckCount, stuckPlan(0, true), true);
   const rampMs = performance.now() - t0;
   const acked = stuck.filter((listen) => listen.acked).length;
@@ -603,7 +634,9 @@ async function stuckPhase(server: ServerProcess): Promise<StuckOutcome> {
       // The kernel first (a glance), then the server's memory (two full GCs, which take a while).
       const kernel = kernelSockets(server.port);
       const tcp = tcpMemory();
+      segment("the run's own GC (not counted)", false);
       held = { memory: (await server.call('memory')).memory, kernel, tcpMemory: tcp };
+      segment('held: every socket full, none closed yet');
       break;
     }
     if (watched.closed > 0 || performance.now() > fillDeadline) {
@@ -614,12 +647,18 @@ async function stuckPhase(server: ServerProcess): Promise<StuckOutcome> {
   }
   // Then every one closed by the server: by the stall clock, or not at all (the guard, a failed check).
   const closeDeadline = performance.now() + rampMs + stallMs * 3 + 30_000;
+  let closing = false;
   for (;;) {
     const { watched } = await server.call('watched');
+    if (!closing && watched.closed > 0) {
+      closing = true;
+      segment('stall closes');
+    }
     if (watched.closed >= acked || performance.now() > closeDeadline) break;
     await sleep(50);
   }
   const allClosedMs = performance.now() - t0;
+  segment('all closed; the stopped readers read again and leave');
   // The server's kernel, before the clients read or close anything: what the closed streams left behind.
   await sleep(200);
   const kernelAfterClose = kernelSockets(server.port);
@@ -632,6 +671,7 @@ async function stuckPhase(server: ServerProcess): Promise<StuckOutcome> {
   const endedOnResume = stuck.filter((listen) => listen.ended).length;
   for (const listen of stuck) listen.hangUp();
   await Promise.all(stuck.map((listen) => listen.closed));
+  segment('');
   return {
     rampMs,
     acked,
@@ -1001,6 +1041,11 @@ function report(r: Results): number {
       `p50 ${ms(percentile(blockToClose, 50), 0)}, p99 ${ms(percentile(blockToClose, 99), 0)}, min ${ms(percentile(blockToClose, 0), 0)}, max ${ms(percentile(blockToClose, 100), 0)} (the server polls every 20 ms)`,
     ],
     ['all stopped readers closed', `${(outcome.allClosedMs / 1000).toFixed(1)} s after the first connected`],
+    ...segments.map((part): [string, string] => [
+      `stuck phase, healthy latency: ${part.name}`,
+      `${((part.end - part.start) / 1000).toFixed(1)} s: p50 ${ms(percentile(part.latencies, 50), 2)}, ` +
+        `p99 ${ms(percentile(part.latencies, 99), 2)}, max ${ms(percentile(part.latencies, 100))}`,
+    ]),
     [
       "after the closes: the server's kernel sockets (healthy included)",
       `${kernelText(outcome.kernelAfterClose)}; TCP memory machine-wide ${mib(outcome.tcpMemoryAfterClose)}`,
