@@ -69,6 +69,7 @@ test('npm run soak -- --stuck --quick: every stopped reader is closed as stalled
     expect(g['numberedEvents']).toBeGreaterThan(0);
     expect(g['healthyLost']).toBe(0);
     expect(g['healthyRepeated']).toBe(0);
+    expect(g['healthyMalformed']).toBe(0);
     // Churn: clients came and went, and every cycle ended as its client meant.
     expect(g['churnCycles']).toBeGreaterThan(0);
     expect(g['churnFailed']).toBe(0);

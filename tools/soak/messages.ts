@@ -61,7 +61,14 @@ export type Reply =
   | { readonly seq: number; readonly type: 'complete' | 'close'; readonly ms: number }
   | { readonly seq: number; readonly type: 'exit' }
   | { readonly seq: number; readonly type: 'publisher'; readonly published: number; readonly loads: number }
-  | { readonly seq: number; readonly type: 'memory'; readonly memory: MemorySample }
+  | {
+      readonly seq: number;
+      readonly type: 'memory';
+      readonly memory: MemorySample;
+      /** The watched responses open when the memory was taken, and how many of them were blocked. */
+      readonly watchedOpen: number;
+      readonly watchedBlocked: number;
+    }
   | { readonly seq: number; readonly type: 'sample'; readonly sample: PhaseSample }
   | { readonly seq: number; readonly type: 'watched'; readonly watched: Watched };
 

@@ -704,8 +704,14 @@ async function answer(request: Request): Promise<Reply> {
       if (request.run) startPublisher();
       else stopPublisher();
       return { seq: request.seq, type: 'publisher', published: numbered.seq, loads: numbered.loads };
-    case 'memory':
-      return { seq: request.seq, type: 'memory', memory: await collected() };
+    case 'memory': {
+      const memory = await collected();
+      let watchedBlocked = 0;
+      for (const res of watched.values()) {
+        if (res.writableNeedDrain || res.socket?.writableNeedDrain === true) watchedBlocked++;
+      }
+      return { seq: request.seq, type: 'memory', memory, watchedOpen: watched.size, watchedBlocked };
+    }
     case 'sample':
       return { seq: request.seq, type: 'sample', sample: takeSample() };
     case 'watched':

@@ -9,7 +9,8 @@
  * publisher sends `--rate` numbered task events a second to `--healthy` readers, which read everything
  * and check that every event arrives, once and in order (each carries its number and publish time, so
  * the delivery latency is measured per event), and `--load-rate` other events a second (tool list
- * changes, updates of 32 URIs) to every other stream. One run, in phases, side by side:
+ * changes, updates of 32 URIs) to every other stream. The healthy readers run in a process of their own
+ * too (healthy.ts: this one, which holds the stopped readers, stalls). One run, in phases, side by side:
  *
  * - **baseline**: the healthy readers alone;
  * - **stuck**: `--stuck-readers` more clients, each on a TCP connection of its own, open a listen for
@@ -43,12 +44,22 @@
  * (default: half the kernel's `tcp_mem` low mark), so that no other process is pushed into TCP memory
  * pressure.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, fork, spawn, spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { Listen, type ListenPlan } from './client.ts';
-import { cell, type Check, intFlag, leftovers, mib, prng, ServerProcess, sleep, sum, table } from './harness.ts';
+import { cell, type Check, intFlag, leftovers, mib, prng, ROOT, ServerProcess, sleep, sum, table } from './harness.ts';
+import {
+  type HealthyConfig,
+  healthyPlan,
+  type HealthyReply,
+  type HealthyRequest,
+  type HealthyResult,
+  SEQ_KEYS,
+  type Window,
+} from './healthy.ts';
 import type { MemorySample, PhaseSample, ServerConfig, Snapshot, Watched } from './messages.ts';
 
 /**
@@ -110,10 +121,19 @@ const { values: flags } = parseArgs({
   },
 });
 
+/** Set in the copy of this run that `inNamespace()` starts inside a network namespace of its own. */
+const IN_NAMESPACE = process.env['SOAK_NETNS'] === '1';
 const quick = flags.quick === true;
 const stuckCount = intFlag('stuck-readers', flags['stuck-readers'], quick ? 64 : 2000, 1);
 const healthyCount = intFlag('healthy', flags.healthy, quick ? 16 : 200, 1);
 const stallMs = intFlag('stall-ms', flags['stall-ms'], quick ? 1000 : 10_000, 100);
+/**
+ * The listen id's length: it rides in every frame of a stopped reader, so a loopback socket outside
+ * the namespace (4 MiB) fills in a few seconds. And a 16 KiB frame is past a socket's high-water mark
+ * by itself: every write of one reports the socket full until Node hands it over, and the drain that
+ * follows writes what queued meanwhile, the path where a refused write once held 64 frames (commit
+ * c551730). With 2 KiB ids that path is not taken and that defect went unseen (tried).
+ */
 const idBytes = intFlag('id-bytes', flags['id-bytes'], 16 * 1024, 0);
 const phaseMs = intFlag('phase-ms', flags['phase-ms'], quick ? 1000 : 10_000, 100);
 const churnMs = intFlag('churn-ms', flags['churn-ms'], quick ? 1500 : 15_000, 0);
@@ -128,8 +148,6 @@ if (!['auto', 'yes', 'no'].includes(flags.netns)) {
 
 /** Load URIs: the stopped readers and churners follow them (with the tool list), the healthy ones none. */
 const LOAD_URIS = 32;
-/** Task ids the numbered events rotate over: a healthy stream may fall this many events behind and lose none. */
-const SEQ_KEYS = 64;
 const WARMUP_STUCK = 8;
 const WARMUP_HEALTHY = 8;
 /** Principals `c<n>`: the stopped readers first (their cycle is their index), then warm-up and churn. */
@@ -159,8 +177,6 @@ const now = (): number => performance.timeOrigin + performance.now();
 // -------------------------------------------------------------------------------------------------
 // A network namespace of its own, and the guard on the kernel's TCP memory
 // -------------------------------------------------------------------------------------------------
-
-const IN_NAMESPACE = process.env['SOAK_NETNS'] === '1';
 
 /**
  * Runs this very command again inside a new network namespace, when wanted and possible; resolves with
@@ -297,17 +313,64 @@ const kernelText = (k: KernelSockets): string =>
         .join(', ')}; ${mib(k.sendQueued)} unsent`;
 
 // -------------------------------------------------------------------------------------------------
-// Phases and the healthy readers
+// The healthy readers' process, and the phases
 // -------------------------------------------------------------------------------------------------
+
+/** The healthy readers, in a process of their own (healthy.ts says why). */
+class HealthyProcess {
+  private constructor(
+    private readonly child: ChildProcess,
+    readonly acked: number,
+  ) {}
+
+  static async start(config: HealthyConfig): Promise<HealthyProcess> {
+    const child = fork(path.join(ROOT, 'tools/soak/healthy.ts'), [], {
+      cwd: ROOT,
+      execArgv: ['--conditions=mcp-subscriptions-source', '--import', 'tsx'],
+      env: { ...process.env, SOAK_HEALTHY_CONFIG: JSON.stringify(config) },
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    process.once('exit', () => child.kill('SIGKILL'));
+    const ready = await HealthyProcess.reply(child, 'ready', 60_000);
+    return new HealthyProcess(child, ready.type === 'ready' ? ready.acked : 0);
+  }
+
+  private static reply(child: ChildProcess, type: HealthyReply['type'], ms: number): Promise<HealthyReply> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`the healthy readers did not answer ${type} within ${ms} ms`)),
+        ms,
+      );
+      const onExit = (code: number | null): void => reject(new Error(`the healthy readers exited with code ${code}`));
+      child.once('exit', onExit);
+      child.on('message', function onMessage(reply: HealthyReply) {
+        if (reply.type !== type) return;
+        clearTimeout(timer);
+        child.off('message', onMessage);
+        child.off('exit', onExit);
+        resolve(reply);
+      });
+    });
+  }
+
+  /** A phase begins: what the readers' own event loop went through so far belongs to the previous one. */
+  mark(name: string): void {
+    this.child.send({ type: 'mark', name } satisfies HealthyRequest);
+  }
+
+  /** The last event's number and the windows: they wait for it, measure, hang up and exit. */
+  async finish(published: number, phases: readonly Window[], segments: readonly Window[]): Promise<HealthyResult> {
+    const finished = HealthyProcess.reply(this.child, 'finished', 120_000);
+    this.child.send({ type: 'finish', published, phases, segments } satisfies HealthyRequest);
+    const reply = await finished;
+    return reply.type === 'finished' ? reply.result : Promise.reject(new Error('unexpected reply'));
+  }
+}
 
 interface Phase {
   readonly name: string;
   start: number;
   end: number;
-  /** Publish → receive of every numbered event published inside the phase, every healthy reader. */
-  readonly latencies: number[];
-  /** Numbered events published inside the phase (as the first healthy reader counts them). */
-  events: number;
   sample?: PhaseSample;
   /** Heap after GC at the end of the phase. */
   memory?: MemorySample;
@@ -319,15 +382,11 @@ interface Phase {
 }
 
 const phases: Phase[] = [];
+let healthyProcess: HealthyProcess | undefined;
 const driverDelay = monitorEventLoopDelay({ resolution: 10 });
 driverDelay.enable();
 let tcpMemPeak = 0;
 let tcpMemOverall = 0;
-
-function phaseOf(t: number): Phase | undefined {
-  for (const phase of phases) if (t >= phase.start && (phase.end === 0 || t < phase.end)) return phase;
-  return undefined;
-}
 
 /**
  * Parts of the stuck phase, for the healthy readers' latency: the stopped readers connecting and
@@ -335,64 +394,14 @@ function phaseOf(t: number): Phase | undefined {
  * readers reading again and leaving. The run's own full GC (to measure what the server holds) stops
  * the server: events published during it count in no phase's latency, as no host pays for it.
  */
-interface Segment {
-  readonly name: string;
-  readonly start: number;
-  end: number;
-  readonly latencies: number[];
-  readonly counted: boolean;
-}
-
-const segments: Segment[] = [];
+const segments: { name: string; start: number; end: number; counted: boolean }[] = [];
 
 /** Ends the current segment, and begins `name` unless it is empty. */
 function segment(name: string, counted = true): void {
   const at = now();
   const last = segments.at(-1);
   if (last !== undefined && last.end === 0) last.end = at;
-  if (name !== '') segments.push({ name, start: at, end: 0, latencies: [], counted });
-}
-
-function segmentOf(t: number): Segment | undefined {
-  for (const part of segments) if (t >= part.start && (part.end === 0 || t < part.end)) return part;
-  return undefined;
-}
-
-/** One healthy reader: every numbered event once, in order. */
-class Healthy {
-  /** The number the next event must carry. */
-  next = 0;
-  received = 0;
-  lost = 0;
-  repeated = 0;
-
-  constructor(
-    readonly listen: Listen,
-    private readonly first: boolean,
-  ) {
-    listen.onMessage = (data, at) => this.message(data, at);
-  }
-
-  private message(data: string, at: number): void {
-    const at0 = data.indexOf('"statusMessage":"');
-    if (at0 === -1) return;
-    const start = at0 + 17;
-    const space = data.indexOf(' ', start);
-    const seq = Number(data.slice(start, space));
-    const publishedAt = Number(data.slice(space + 1, data.indexOf('"', space)));
-    this.received++;
-    if (seq === this.next) this.next++;
-    else if (seq > this.next) {
-      this.lost += seq - this.next;
-      this.next = seq + 1;
-    } else this.repeated++;
-    const phase = phaseOf(publishedAt);
-    if (phase === undefined) return;
-    if (this.first) phase.events++;
-    const part = segmentOf(publishedAt);
-    part?.latencies.push(at - publishedAt);
-    if (part?.counted !== false) phase.latencies.push(at - publishedAt);
-  }
+  if (name !== '') segments.push({ name, start: at, end: 0, counted });
 }
 
 function beginPhase(name: string): Phase {
@@ -400,8 +409,6 @@ function beginPhase(name: string): Phase {
     name,
     start: now(),
     end: 0,
-    latencies: [],
-    events: 0,
     driverDelayP99Ms: 0,
     driverDelayMaxMs: 0,
     tcpMemPeak: 0,
@@ -409,6 +416,7 @@ function beginPhase(name: string): Phase {
     closed: {},
   };
   phases.push(phase);
+  healthyProcess?.mark(name);
   driverDelay.reset();
   tcpMemPeak = 0;
   return phase;
@@ -479,16 +487,6 @@ async function openMany(
   await Promise.all(Array.from({ length: Math.min(OPEN_CONCURRENCY, count) }, worker));
   return listens;
 }
-
-const healthyPlan =
-  (offset: number) =>
-  (i: number): ListenPlan => ({
-    cycle: offset + i,
-    principal: 'h',
-    id: `h${offset + i}`,
-    notifications: { taskIds: Array.from({ length: SEQ_KEYS }, (_, k) => `h:${k}`) },
-    tasks: true,
-  });
 
 const stuckPlan =
   (offset: number, watch: boolean) =>
@@ -591,8 +589,10 @@ const signed = (bytes: number): string => `${bytes >= 0 ? '+' : '−'}${mib(Math
 const perSecond = (n: number, ms: number): string => (ms > 0 ? (n / (ms / 1000)).toFixed(0) : 'n/a');
 
 interface Held {
-  /** Server memory after GC with every stopped reader open and blocked, none closed yet. */
+  /** Server memory after GC, every stopped reader still open blocked (some may be closed already). */
   readonly memory: MemorySample;
+  /** How many were open, every one blocked, when it was taken. */
+  readonly count: number;
   readonly kernel: KernelSockets;
   readonly tcpMemory: number;
 }
@@ -624,23 +624,28 @@ async function stuckPhase(server: ServerProcess): Promise<StuckOutcome> {
   const stuck = await openMany(server.port, stuckCount, stuckPlan(0, true), true);
   const rampMs = performance.now() - t0;
   const acked = stuck.filter((listen) => listen.acked).length;
-  // Every stopped reader blocked before the first stall closes one: the server then holds them all.
+  // Once every stopped reader still open is blocked (with a slow ramp the first may be closed already),
+  // the server holds them all: its memory then, per stopped reader held.
   let held: Held | undefined;
   let heldMissing: string | undefined;
   const fillDeadline = performance.now() + stallMs * 3 + 30_000;
   for (;;) {
     const { watched } = await server.call('watched');
-    if (watched.blockedNow >= acked && watched.closed === 0) {
+    if (watched.open > 0 && watched.blockedNow >= watched.open) {
       // The kernel first (a glance), then the server's memory (two full GCs, which take a while).
       const kernel = kernelSockets(server.port);
       const tcp = tcpMemory();
       segment("the run's own GC (not counted)", false);
-      held = { memory: (await server.call('memory')).memory, kernel, tcpMemory: tcp };
-      segment('held: every socket full, none closed yet');
-      break;
+      const reply = await server.call('memory');
+      segment('held: every stopped reader still open is blocked');
+      // Counted when the memory was taken: a close meanwhile would make the share per reader wrong.
+      if (reply.watchedOpen > 0 && reply.watchedBlocked === reply.watchedOpen) {
+        held = { memory: reply.memory, count: reply.watchedOpen, kernel, tcpMemory: tcp };
+        break;
+      }
     }
-    if (watched.closed > 0 || performance.now() > fillDeadline) {
-      heldMissing = `${watched.blockedNow} of ${acked} blocked when the first one closed`;
+    if ((watched.open === 0 && watched.closed > 0) || performance.now() > fillDeadline) {
+      heldMissing = `${watched.blockedNow} of ${watched.open} open ones blocked, ${watched.closed} closed`;
       break;
     }
     await sleep(50);
@@ -731,11 +736,13 @@ async function run(): Promise<number> {
   await Promise.all([...warmHealthy, ...warmStuck].map((listen) => listen.closed));
   const baseline = (await server.call('measure', { label: 'baseline', resumePublisher: false })).snapshot;
 
-  // The healthy readers, then the numbered events from 0.
-  const healthy = (
-    await openMany(server.port, healthyCount, healthyPlan(stuckCount + WARMUP_STUCK + WARMUP_HEALTHY))
-  ).map((listen, i) => new Healthy(listen, i === 0));
-  const healthyAcked = healthy.filter((h) => h.listen.acked).length;
+  // The healthy readers, in their own process, then the numbered events from 0.
+  const healthy = await HealthyProcess.start({
+    port: server.port,
+    count: healthyCount,
+    firstCycle: stuckCount + WARMUP_STUCK + WARMUP_HEALTHY,
+  });
+  healthyProcess = healthy;
   let sample = (await server.call('sample')).sample;
   await server.call('publisher', { run: true, resetSeq: true });
 
@@ -759,18 +766,11 @@ async function run(): Promise<number> {
   const churned = await churn(server.port, stuckCount + WARMUP_STUCK + WARMUP_HEALTHY + healthyCount);
   await endPhase(server, phase, sample);
 
-  // The last numbered event reaches every healthy reader, or it was lost.
+  // The last numbered event reaches every healthy reader, or it was lost; then they leave.
   const { published } = await server.call('publisher', { run: false, resetSeq: false });
-  const caughtUp = await healthy[0]!.listen.until(
-    () => healthy.every((h) => h.next >= published || h.listen.ended),
-    15_000,
-  );
-  const stillOpen = healthy.filter((h) => !h.listen.ended).length;
-  for (const h of healthy) {
-    if (h.next < published) h.lost += published - h.next;
-  }
-  for (const h of healthy) h.listen.hangUp();
-  await Promise.all(healthy.map((h) => h.listen.closed));
+  const windows = (list: readonly { name: string; start: number; end: number; counted?: boolean }[]): Window[] =>
+    list.map(({ name, start, end, counted }) => ({ name, start, end, counted: counted ?? true }));
+  const healthyResult = await healthy.finish(published, windows(phases), windows(segments));
   const end = (await server.call('measure', { label: 'end', resumePublisher: false })).snapshot;
   await server.call('exit');
   const exitCode = await Promise.race([server.exited, sleep(5000).then(() => 'still running' as const)]);
@@ -781,11 +781,8 @@ async function run(): Promise<number> {
   return report({
     baseline,
     end,
-    healthy,
-    healthyAcked,
+    healthy: healthyResult,
     published,
-    caughtUp,
-    stillOpen,
     outcome,
     churned,
     exitCode,
@@ -796,11 +793,8 @@ async function run(): Promise<number> {
 interface Results {
   readonly baseline: Snapshot;
   readonly end: Snapshot;
-  readonly healthy: readonly Healthy[];
-  readonly healthyAcked: number;
+  readonly healthy: HealthyResult;
   readonly published: number;
-  readonly caughtUp: boolean;
-  readonly stillOpen: number;
   readonly outcome: StuckOutcome;
   readonly churned: ChurnTally;
   readonly exitCode: number | null | 'still running';
@@ -812,8 +806,8 @@ function report(r: Results): number {
   const { outcome } = r;
   const { watched } = outcome;
   const frameBytes = idBytes + 160;
-  const lost = sum(r.healthy.map((h) => h.lost));
-  const repeated = sum(r.healthy.map((h) => h.repeated));
+  const { lost, repeated } = r.healthy;
+  const healthyOf = (p: Phase) => r.healthy.phases.find((figures) => figures.name === p.name);
   const heapOf = (m: MemorySample | undefined): number => m?.heapUsed ?? Number.NaN;
   const heldOf = (m: MemorySample | undefined): number => (m === undefined ? Number.NaN : m.heapUsed + m.external);
 
@@ -832,7 +826,7 @@ function report(r: Results): number {
   const firstBlock = Math.min(...(watched.firstBlockedAt ?? []).filter((t) => t > 0));
   const lastClose = Math.max(...(watched.closedAt ?? []).filter((t) => t > 0));
   const heldPerReader =
-    outcome.held === undefined ? Number.NaN : (heldOf(outcome.held.memory) - heldOf(a.memory)) / outcome.acked;
+    outcome.held === undefined ? Number.NaN : (heldOf(outcome.held.memory) - heldOf(a.memory)) / outcome.held.count;
   const bound = heldBound(frameBytes);
   const queueBound = Math.max(serverConfig.maxBuffer, 1 + LOAD_URIS);
   const maxOverBound = Math.max(...phases.map((p) => p.sample?.maxOverBound ?? 0));
@@ -856,8 +850,9 @@ function report(r: Results): number {
     heldBoundBytes: bound,
     serverSocketsLeftAfterStall: outcome.kernelAfterClose.total - healthyCount,
     healthyReaders: healthyCount,
-    healthyAcked: r.healthyAcked,
-    healthyOpenAtEnd: r.stillOpen,
+    healthyAcked: r.healthy.acked,
+    healthyOpenAtEnd: r.healthy.stillOpen,
+    healthyMalformed: r.healthy.problems,
     numberedEvents: r.published,
     healthyLost: lost,
     healthyRepeated: repeated,
@@ -873,15 +868,17 @@ function report(r: Results): number {
   const checks: Check[] = [
     {
       name: 'healthy readers acknowledged, and open until the end',
-      observed: `${r.healthyAcked} acknowledged, ${r.stillOpen} open at the end, of ${healthyCount}`,
+      observed: `${r.healthy.acked} acknowledged, ${r.healthy.stillOpen} open at the end, of ${healthyCount}`,
       expected: 'all',
-      ok: r.healthyAcked === healthyCount && r.stillOpen === healthyCount,
+      ok: r.healthy.acked === healthyCount && r.healthy.stillOpen === healthyCount,
     },
     {
-      name: 'healthy readers: numbered events lost, repeated or out of order',
-      observed: `${lost} lost, ${repeated} repeated/out of order (${r.published} events × ${healthyCount} readers)`,
+      name: 'healthy readers: numbered events lost, repeated or out of order; malformed messages',
+      observed:
+        `${lost} lost, ${repeated} repeated/out of order (${r.published} events × ${healthyCount} readers); ` +
+        `${r.healthy.problems} malformed`,
       expected: '0',
-      ok: lost === 0 && repeated === 0 && r.caughtUp,
+      ok: lost === 0 && repeated === 0 && r.healthy.caughtUp && r.healthy.problems === 0,
     },
     {
       name: 'stopped readers acknowledged',
@@ -967,11 +964,17 @@ function report(r: Results): number {
   const byPhase: string[][] = [
     ['figure', ...phases.map((p) => p.name)],
     ['duration', ...column((p) => `${((p.end - p.start) / 1000).toFixed(1)} s`)],
-    [`numbered events/s (target ${serverConfig.publishRate})`, ...column((p) => perSecond(p.events, p.end - p.start))],
-    ['deliveries/s to the healthy readers', ...column((p) => perSecond(p.latencies.length, p.end - p.start))],
-    ['healthy delivery latency p50', ...column((p) => ms(percentile(p.latencies, 50), 2))],
-    ['healthy delivery latency p99', ...column((p) => ms(percentile(p.latencies, 99), 2))],
-    ['healthy delivery latency max', ...column((p) => ms(percentile(p.latencies, 100), 1))],
+    [
+      `numbered events/s (target ${serverConfig.publishRate})`,
+      ...column((p) => perSecond(healthyOf(p)?.events ?? Number.NaN, p.end - p.start)),
+    ],
+    [
+      'deliveries/s to the healthy readers',
+      ...column((p) => perSecond(healthyOf(p)?.deliveries ?? Number.NaN, p.end - p.start)),
+    ],
+    ['healthy delivery latency p50', ...column((p) => ms(healthyOf(p)?.p50Ms ?? Number.NaN, 2))],
+    ['healthy delivery latency p99', ...column((p) => ms(healthyOf(p)?.p99Ms ?? Number.NaN, 2))],
+    ['healthy delivery latency max', ...column((p) => ms(healthyOf(p)?.maxMs ?? Number.NaN, 1))],
     ['most events queued by one healthy stream', ...column((p) => String(p.sample?.maxQueuedHealthy ?? 'n/a'))],
     ['streams open at most', ...column((p) => String(p.sample?.maxOpen ?? 'n/a'))],
     [
@@ -1000,7 +1003,14 @@ function report(r: Results): number {
       ...column((p) => `${ms(p.sample?.loopDelayP99Ms ?? Number.NaN)} / ${ms(p.sample?.loopDelayMaxMs ?? Number.NaN)}`),
     ],
     [
-      'driver (clients) event-loop delay p99 / max',
+      "healthy readers' client: event-loop delay p99 / max",
+      ...column((p) => {
+        const delay = r.healthy.loopDelay[p.name];
+        return `${ms(delay?.p99Ms ?? Number.NaN)} / ${ms(delay?.maxMs ?? Number.NaN)}`;
+      }),
+    ],
+    [
+      "stopped readers' and churners' client: event-loop delay p99 / max",
       ...column((p) => `${ms(p.driverDelayP99Ms)} / ${ms(p.driverDelayMaxMs)}`),
     ],
     ['kernel TCP memory, machine-wide, peak', ...column((p) => mib(p.tcpMemPeak))],
@@ -1021,7 +1031,7 @@ function report(r: Results): number {
     ],
     ['stopped readers connected and acknowledged', `${outcome.acked} in ${(outcome.rampMs / 1000).toFixed(1)} s`],
     [
-      'held: all blocked, none closed yet (server, after GC)',
+      `held: every stopped reader still open blocked (${outcome.held?.count ?? 0} of them; server, after GC)`,
       outcome.held === undefined
         ? `not measured: ${outcome.heldMissing ?? ''}`
         : `heap ${signed(heapOf(outcome.held.memory) - heapOf(a.memory))}, heap + external ${signed(heldOf(outcome.held.memory) - heldOf(a.memory))} (${kib(heldPerReader)} per stopped reader), RSS ${signed(outcome.held.memory.rss - (a.memory?.rss ?? 0))}`,
@@ -1041,11 +1051,14 @@ function report(r: Results): number {
       `p50 ${ms(percentile(blockToClose, 50), 0)}, p99 ${ms(percentile(blockToClose, 99), 0)}, min ${ms(percentile(blockToClose, 0), 0)}, max ${ms(percentile(blockToClose, 100), 0)} (the server polls every 20 ms)`,
     ],
     ['all stopped readers closed', `${(outcome.allClosedMs / 1000).toFixed(1)} s after the first connected`],
-    ...segments.map((part): [string, string] => [
-      `stuck phase, healthy latency: ${part.name}`,
-      `${((part.end - part.start) / 1000).toFixed(1)} s: p50 ${ms(percentile(part.latencies, 50), 2)}, ` +
-        `p99 ${ms(percentile(part.latencies, 99), 2)}, max ${ms(percentile(part.latencies, 100))}`,
-    ]),
+    ...segments.map((part, i): [string, string] => {
+      const figures = r.healthy.segments[i];
+      return [
+        `stuck phase, healthy latency: ${part.name}`,
+        `${((part.end - part.start) / 1000).toFixed(1)} s: p50 ${ms(figures?.p50Ms ?? Number.NaN, 2)}, ` +
+          `p99 ${ms(figures?.p99Ms ?? Number.NaN, 2)}, max ${ms(figures?.maxMs ?? Number.NaN)}`,
+      ];
+    }),
     [
       "after the closes: the server's kernel sockets (healthy included)",
       `${kernelText(outcome.kernelAfterClose)}; TCP memory machine-wide ${mib(outcome.tcpMemoryAfterClose)}`,
@@ -1095,15 +1108,9 @@ function report(r: Results): number {
             sndbufKib,
             rcvbufKib,
           },
-          phases: phases.map(({ latencies, ...p }) => ({
-            ...p,
-            latencyMs: {
-              p50: percentile(latencies, 50),
-              p99: percentile(latencies, 99),
-              max: percentile(latencies, 100),
-              n: latencies.length,
-            },
-          })),
+          phases: phases.map((p) => ({ ...p, healthy: healthyOf(p) })),
+          segments: segments.map((part, i) => ({ ...part, healthy: r.healthy.segments[i] })),
+          healthyLoopDelay: r.healthy.loopDelay,
           stuck: {
             ...outcome,
             watched: {
