@@ -179,7 +179,7 @@ export interface PhaseSample {
 
 /**
  * The watched streams (listen requests sent with `x-soak-watch`: the stopped readers), by cycle. The
- * server polls each one's response every {@link WATCH_POLL_MS} ms for a socket that refuses more; the
+ * server polls each one's socket every {@link WATCH_POLL_MS} ms for one that refuses more; the
  * close time and reason come from the stream-close diagnostics channel. Times as in
  * {@link MemorySample}; 0 where it did not happen.
  */
@@ -199,4 +199,4 @@ export interface Watched {
 }
 
 /** How often the server looks at the watched responses. */
-export const WATCH_POLL_MS = 20;
+export const WATCH_POLL_MS = 50;

@@ -1,6 +1,6 @@
 /**
  * `npm run soak -- --stuck [--quick] [--stuck-readers=2000] [--healthy=200] [--rate=200] [--load-rate=100]
- * [--stall-ms=10000] [--id-bytes=16384] [--phase-ms=10000] [--churn-ms=15000] [--churn-rate=200] [--seed=1]
+ * [--stall-ms=30000] [--id-bytes=16384] [--phase-ms=10000] [--churn-ms=15000] [--churn-rate=200] [--seed=1]
  * [--netns=auto|yes|no] [--sndbuf-kib=64] [--rcvbuf-kib=32] [--tcp-mem-limit-mib=N] [--json=FILE]`:
  * issue #14's stopped readers at scale, and load figures under faults, for the Express middleware.
  *
@@ -60,7 +60,14 @@ import {
   SEQ_KEYS,
   type Window,
 } from './healthy.ts';
-import type { MemorySample, PhaseSample, ServerConfig, Snapshot, Watched } from './messages.ts';
+import {
+  type MemorySample,
+  type PhaseSample,
+  type ServerConfig,
+  type Snapshot,
+  WATCH_POLL_MS,
+  type Watched,
+} from './messages.ts';
 
 /**
  * How far the server's heap after GC may be above its baseline once the stopped readers are gone (the
@@ -126,7 +133,11 @@ const IN_NAMESPACE = process.env['SOAK_NETNS'] === '1';
 const quick = flags.quick === true;
 const stuckCount = intFlag('stuck-readers', flags['stuck-readers'], quick ? 64 : 2000, 1);
 const healthyCount = intFlag('healthy', flags.healthy, quick ? 16 : 200, 1);
-const stallMs = intFlag('stall-ms', flags['stall-ms'], quick ? 1000 : 10_000, 100);
+/**
+ * Long enough for every stopped reader to connect before the first is closed (2,000 took 8 to 21 s
+ * here, with other work beside), so that the server is seen holding all of them at once.
+ */
+const stallMs = intFlag('stall-ms', flags['stall-ms'], quick ? 1000 : 30_000, 100);
 /**
  * The listen id's length: it rides in every frame of a stopped reader, so a loopback socket outside
  * the namespace (4 MiB) fills in a few seconds. And a 16 KiB frame is past a socket's high-water mark
@@ -591,8 +602,9 @@ const perSecond = (n: number, ms: number): string => (ms > 0 ? (n / (ms / 1000))
 interface Held {
   /** Server memory after GC, every stopped reader still open blocked (some may be closed already). */
   readonly memory: MemorySample;
-  /** How many were open, every one blocked, when it was taken. */
+  /** How many were open when it was taken, and how many of those had their socket full at that instant. */
   readonly count: number;
+  readonly blocked: number;
   readonly kernel: KernelSockets;
   readonly tcpMemory: number;
 }
@@ -624,8 +636,8 @@ async function stuckPhase(server: ServerProcess): Promise<StuckOutcome> {
   const stuck = await openMany(server.port, stuckCount, stuckPlan(0, true), true);
   const rampMs = performance.now() - t0;
   const acked = stuck.filter((listen) => listen.acked).length;
-  // Once every stopped reader still open is blocked (with a slow ramp the first may be closed already),
-  // the server holds them all: its memory then, per stopped reader held.
+  // Once every stopped reader still open has filled its socket (with a slow ramp the first may be
+  // closed already), the server holds them all: its memory then, per stopped reader open at that time.
   let held: Held | undefined;
   let heldMissing: string | undefined;
   const fillDeadline = performance.now() + stallMs * 3 + 30_000;
@@ -637,12 +649,10 @@ async function stuckPhase(server: ServerProcess): Promise<StuckOutcome> {
       const tcp = tcpMemory();
       segment("the run's own GC (not counted)", false);
       const reply = await server.call('memory');
-      segment('held: every stopped reader still open is blocked');
-      // Counted when the memory was taken: a close meanwhile would make the share per reader wrong.
-      if (reply.watchedOpen > 0 && reply.watchedBlocked === reply.watchedOpen) {
-        held = { memory: reply.memory, count: reply.watchedOpen, kernel, tcpMemory: tcp };
-        break;
-      }
+      segment('held: every stopped reader still open has filled its socket');
+      // Counted when the memory was taken: the stall timeout may have closed some meanwhile.
+      held = { memory: reply.memory, count: reply.watchedOpen, blocked: reply.watchedBlocked, kernel, tcpMemory: tcp };
+      break;
     }
     if ((watched.open === 0 && watched.closed > 0) || performance.now() > fillDeadline) {
       heldMissing = `${watched.blockedNow} of ${watched.open} open ones blocked, ${watched.closed} closed`;
@@ -1031,7 +1041,7 @@ function report(r: Results): number {
     ],
     ['stopped readers connected and acknowledged', `${outcome.acked} in ${(outcome.rampMs / 1000).toFixed(1)} s`],
     [
-      `held: every stopped reader still open blocked (${outcome.held?.count ?? 0} of them; server, after GC)`,
+      `held: ${outcome.held?.count ?? 0} stopped readers open (${outcome.held?.blocked ?? 0} full at that instant), server after GC`,
       outcome.held === undefined
         ? `not measured: ${outcome.heldMissing ?? ''}`
         : `heap ${signed(heapOf(outcome.held.memory) - heapOf(a.memory))}, heap + external ${signed(heldOf(outcome.held.memory) - heldOf(a.memory))} (${kib(heldPerReader)} per stopped reader), RSS ${signed(outcome.held.memory.rss - (a.memory?.rss ?? 0))}`,
@@ -1048,7 +1058,7 @@ function report(r: Results): number {
     ],
     [
       'per stopped reader: last block seen → closed as stalled',
-      `p50 ${ms(percentile(blockToClose, 50), 0)}, p99 ${ms(percentile(blockToClose, 99), 0)}, min ${ms(percentile(blockToClose, 0), 0)}, max ${ms(percentile(blockToClose, 100), 0)} (the server polls every 20 ms)`,
+      `p50 ${ms(percentile(blockToClose, 50), 0)}, p99 ${ms(percentile(blockToClose, 99), 0)}, min ${ms(percentile(blockToClose, 0), 0)}, max ${ms(percentile(blockToClose, 100), 0)} (the server polls every ${WATCH_POLL_MS} ms)`,
     ],
     ['all stopped readers closed', `${(outcome.allClosedMs / 1000).toFixed(1)} s after the first connected`],
     ...segments.map((part, i): [string, string] => {
