@@ -59,12 +59,15 @@ export class StreamQueue {
     }
   }
 
-  /** Removes and returns up to `limit` frames joined in order with the stream's id, for one write. */
-  take(limit: number, idJson: string): { text: string; count: number } {
+  /**
+   * Removes and returns frames in order, joined with the stream's id, for one write: up to `limit`
+   * frames, and none more once the text has reached `maxChars` (one at least, however long).
+   */
+  take(limit: number, idJson: string, maxChars: number): { text: string; count: number } {
     let text = '';
     let count = 0;
     for (const [key, frame] of this.entries) {
-      if (count === limit) break;
+      if (count === limit || text.length >= maxChars) break;
       text += frame.head + idJson + frame.tail;
       count++;
       this.entries.delete(key);

@@ -3,8 +3,9 @@
  * client: the stream's frames and keepalives, hang-up and cancellation, capacity, backpressure with
  * a client that stops reading, and that an open stream pins neither `req.body` nor the parsed body.
  */
+import { existsSync, readFileSync } from 'node:fs';
 import http from 'node:http';
-import { connect as netConnect } from 'node:net';
+import { connect as netConnect, type AddressInfo } from 'node:net';
 import { describe, expect, test } from '@jest/globals';
 import type { Request, RequestHandler } from 'express';
 import { SubscriptionHub, type TaskState } from 'mcp-subscriptions';
@@ -97,6 +98,25 @@ function cancelBody(requestId: string | number) {
 }
 
 const CAFE = 'note://alice/café-☕';
+
+const NO_PROC_NET_TCP = existsSync('/proc/net/tcp')
+  ? undefined
+  : 'reads the kernel socket table, /proc/net/tcp (Linux)';
+
+/**
+ * The states (hex, as the kernel writes them: 01 established, 04 FIN-WAIT-1, …) of every socket of the
+ * server's port but its listener, from the kernel's own table: what the server's kernel still holds,
+ * whatever Node has forgotten.
+ */
+function kernelStates(server: http.Server): string[] {
+  const local = `:${(server.address() as AddressInfo).port.toString(16).toUpperCase().padStart(4, '0')}`;
+  return readFileSync('/proc/net/tcp', 'utf8')
+    .split('\n')
+    .slice(1)
+    .map((line) => line.trim().split(/\s+/))
+    .filter(([, address, , state]) => address?.endsWith(local) === true && state !== '0A')
+    .map(([, , , state]) => state ?? '');
+}
 
 function toolsFrameOf(id: string): string {
   return `event: message\ndata: {"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"${SUBSCRIPTION_ID}":${JSON.stringify(id)}}}}\n\n`;
@@ -488,6 +508,59 @@ for (const flavour of expressFlavours) {
         await s.cleanup();
       }
     });
+  });
+
+  describe(`${flavour.name}: a client that takes no byte is cut off with a reset`, () => {
+    for (const ending of ['closed as stalled', 'cut off by complete()'] as const) {
+      testUnless(NO_PROC_NET_TCP)(
+        `${ending}: the server's kernel keeps no socket for it, and the client gets no terminal result`,
+        async () => {
+          const s = await serve(flavour, {
+            hub:
+              ending === 'closed as stalled'
+                ? { stallTimeoutMs: 200 }
+                : { stallTimeoutMs: false, completeTimeoutMs: 200 },
+          });
+          try {
+            const filler = `note://filler/${'f'.repeat(64 * 1024)}`;
+            const stream = await s.open('stuck', { resourceSubscriptions: [filler] });
+            await stream.event(1);
+            stream.pause();
+            // Until the socket stays full: a write of 16 KiB or more reports "full" until Node hands it
+            // to the kernel, a turn later, so a queued event alone does not say the kernel is full.
+            const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+            for (let i = 0; i < 2000 && s.hub.stats().queued === 0; i++) {
+              s.hub.resourceUpdated(filler);
+              await turn();
+              await turn();
+            }
+            // If not, the socket never pushed back.
+            expect(s.hub.stats().queued).toBe(1);
+            expect(kernelStates(s.server.server)).toStrictEqual(['01']); // established, its buffers full
+
+            if (ending === 'closed as stalled') {
+              await waitFor(() => s.hub.stats().closed.stalled === 1, 'the stall timeout');
+            } else {
+              await s.hub.complete();
+              expect(s.hub.stats().cutOff).toBe(1);
+            }
+            // A plain close left the socket in FIN-WAIT-1 (04) with every unsent byte, for minutes:
+            // the kernel kept the buffers the stall timeout is there to free.
+            await waitFor(
+              () => kernelStates(s.server.server).length === 0,
+              'no server socket left in the kernel',
+              2000,
+            );
+
+            stream.resume();
+            await stream.end();
+            expect(stream.events.some((event) => event.json?.result !== undefined)).toBe(false);
+          } finally {
+            await s.cleanup();
+          }
+        },
+      );
+    }
   });
 
   describe(`${flavour.name}: the bytes on the socket`, () => {

@@ -401,14 +401,23 @@ describe('StreamQueue overflow policies (a queue offered more keys than its boun
       'dropped-oldest',
     ]);
     expect(queue.push('c', frame('c2'))).toBe('coalesced');
-    expect(queue.take(64, '1')).toStrictEqual({ text: 'b:1;c2:1;', count: 2 });
+    expect(queue.take(64, '1', Infinity)).toStrictEqual({ text: 'b:1;c2:1;', count: 2 });
+  });
+
+  test('take() stops at its frame limit, or once the text reaches its size, with one frame at least', () => {
+    const queue = new StreamQueue(10, 'drop-oldest');
+    for (const key of ['a', 'b', 'c', 'd']) queue.push(key, frame(key));
+    expect(queue.take(64, '1', 1)).toStrictEqual({ text: 'a:1;', count: 1 });
+    expect(queue.take(64, '1', 5)).toStrictEqual({ text: 'b:1;c:1;', count: 2 });
+    expect(queue.take(1, '1', Infinity)).toStrictEqual({ text: 'd:1;', count: 1 });
+    expect(queue.size).toBe(0);
   });
 
   test("'drop-newest' keeps what is queued; 'close' reports the overflow", () => {
     const newest = new StreamQueue(1, 'drop-newest');
     newest.push('a', frame('a'));
     expect(newest.push('b', frame('b'))).toBe('dropped');
-    expect(newest.take(64, '"x"')).toStrictEqual({ text: 'a:"x";', count: 1 });
+    expect(newest.take(64, '"x"', Infinity)).toStrictEqual({ text: 'a:"x";', count: 1 });
     const close = new StreamQueue(1, 'close');
     close.push('a', frame('a'));
     expect(close.push('b', frame('b'))).toBe('overflow');

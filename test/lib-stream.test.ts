@@ -664,6 +664,39 @@ describe('batching: one write per stream per tick', () => {
     await hub.close();
   });
 
+  test('after drain the queue goes out in writes of at most 16 KiB and a frame: a refused write holds no more', async () => {
+    const hub = newHub();
+    const res = new FakeResponse();
+    const uris = bigUris();
+    const frames = uris.map((uri) => updateFrame(uri));
+    const longestFrame = Math.max(...frames.map((frame) => frame.length));
+    openStream(hub, res, { filter: { resourceSubscriptions: uris } });
+    res.accept = false;
+    hub.resourceUpdated(uris[0]!);
+    await settle(); // this write fills the socket
+    for (const uri of uris.slice(1)) expect(hub.resourceUpdated(uri).queued).toBe(1);
+    expect(frames.slice(1).join('').length).toBeGreaterThan(2 * PENDING_FLUSH_CHARS);
+
+    // The socket drains once and refuses the next write: that write is all a stopped reader's
+    // connection holds in the server besides the queue, so it is bounded like a tick's batch.
+    res.emit('drain');
+    const refused = res.chunks.slice(2);
+    expect(refused.length).toBe(1);
+    expect(refused[0]!.length).toBeGreaterThanOrEqual(PENDING_FLUSH_CHARS);
+    expect(refused[0]!.length).toBeLessThan(PENDING_FLUSH_CHARS + longestFrame);
+    expect(hub.stats().queued).toBeGreaterThan(0); // the rest waits for the next drain
+
+    res.drain();
+    expect(res.text).toBe(ACK_MARKER + frames.join(''));
+    for (const chunk of res.chunks.slice(2)) {
+      expect(chunk.length).toBeLessThan(PENDING_FLUSH_CHARS + longestFrame);
+      expect(chunk.endsWith('\n\n')).toBe(true); // whole frames only
+    }
+    expect(hub.stats().queued).toBe(0);
+    expect(res.violations).toStrictEqual([]);
+    await hub.close();
+  });
+
   test('complete() in the same tick as a burst writes the batch, then the terminal result', async () => {
     const hub = newHub();
     const res = new FakeResponse();

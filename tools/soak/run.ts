@@ -1,6 +1,7 @@
 /**
  * `npm run soak [-- --quick] [--cycles=20000] [--concurrency=32] [--rate=1000] [--waves=8] [--seed=1]
- * [--kinds=a,b] [--json=FILE] [--trace-timers]`: issue #14's soak of the Express middleware. Listen
+ * [--kinds=a,b] [--json=FILE] [--trace-timers]`: issue #14's soak of the Express middleware (with
+ * `--stuck`, its other run: thousands of stopped readers at once, see stuck.ts). Listen
  * streams are opened and closed `--cycles` times on loopback, `--concurrency` at a time, under a
  * steady publish load (`--rate` events/s), each cycle ending one way picked at random (`--kinds`
  * restricts them, to chase one path):
@@ -32,19 +33,12 @@
  * heap after GC is within {@link HEAP_BOUND_BYTES} of its baseline and grew by at most
  * {@link SECOND_HALF_BOUND_BYTES} over the second half. It prints a table of figures and checks.
  */
-import { fork, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import http from 'node:http';
-import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import type { Ready, Reply, Request, ResponseState, ServerConfig, Snapshot } from './messages.ts';
-
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
-const PROTOCOL_VERSION = '2026-07-28';
-const ACK = 'notifications/subscriptions/acknowledged';
-const TASKS = 'io.modelcontextprotocol/tasks';
+import { cancel, Listen, type ListenPlan } from './client.ts';
+import { cell, type Check, intFlag, leftovers, mib, prng, ServerProcess, sleep, sum, table } from './harness.ts';
+import type { ResponseState, ServerConfig } from './messages.ts';
 
 /**
  * How far the server's heap after GC may be above its baseline once every stream is gone. The
@@ -68,7 +62,11 @@ const CYCLE_GUARD_MS = 20_000;
 // Options
 // -------------------------------------------------------------------------------------------------
 
+/** `--stuck`: the other run of this tool (stuck.ts: stopped readers at scale), which reads its own flags. */
+const stuckRun = process.argv.slice(2).includes('--stuck');
+
 const { values: flags } = parseArgs({
+  args: stuckRun ? [] : process.argv.slice(2),
   options: {
     quick: { type: 'boolean', default: false },
     cycles: { type: 'string' },
@@ -82,16 +80,6 @@ const { values: flags } = parseArgs({
   },
 });
 
-function intFlag(name: string, value: string | undefined, fallback: number, min: number): number {
-  if (value === undefined) return fallback;
-  const parsed = /^\d+$/.test(value) ? Number(value) : Number.NaN;
-  if (!Number.isSafeInteger(parsed) || parsed < min) {
-    console.error(`soak: --${name} expects an integer of at least ${min}, got ${JSON.stringify(value)}`);
-    process.exit(2);
-  }
-  return parsed;
-}
-
 const quick = flags.quick === true;
 const cycles = intFlag('cycles', flags.cycles, quick ? 400 : 20_000, 10);
 const concurrency = intFlag('concurrency', flags.concurrency, 32, 1);
@@ -101,8 +89,12 @@ const waves = intFlag('waves', flags.waves, quick ? 2 : 8, 0);
 const warmup = Math.min(1000, Math.max(100, Math.floor(cycles / 20)));
 
 const serverConfig: ServerConfig = {
+  mode: 'cycles',
   cycles,
   publishRate: intFlag('rate', flags.rate, 1000, 1),
+  loadRate: 0,
+  seqKeys: 0,
+  maxSubscriptionsPerPrincipal: 32,
   hotUris: 32,
   keepAliveMs: 200,
   stallTimeoutMs: 1000,
@@ -113,263 +105,12 @@ const serverConfig: ServerConfig = {
 };
 
 // -------------------------------------------------------------------------------------------------
-// The server process and its control channel
+// Choices
 // -------------------------------------------------------------------------------------------------
-
-type ReplyOf<T extends Request['type']> = Extract<Reply, { type: T }>;
-
-class ServerProcess {
-  private seq = 0;
-  private readonly waiting = new Map<number, (reply: Reply) => void>();
-  readonly exited: Promise<number | null>;
-
-  private constructor(
-    readonly child: ChildProcess,
-    readonly port: number,
-  ) {
-    child.on('message', (reply: Reply) => {
-      this.waiting.get(reply.seq)?.(reply);
-      this.waiting.delete(reply.seq);
-    });
-    this.exited = new Promise((resolve) => child.once('exit', (code) => resolve(code)));
-  }
-
-  static start(config: ServerConfig): Promise<ServerProcess> {
-    const child = fork(path.join(ROOT, 'tools/soak/server.ts'), [], {
-      cwd: ROOT,
-      execArgv: ['--expose-gc', '--conditions=mcp-subscriptions-source', '--import', 'tsx'],
-      env: {
-        ...process.env,
-        SOAK_SERVER_CONFIG: JSON.stringify(config),
-        SOAK_TRACE_TIMERS: flags['trace-timers'] === true ? '1' : '0',
-      },
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    });
-    process.once('exit', () => child.kill('SIGKILL'));
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error('the soak server did not start within 30 s')), 30_000);
-      child.once('exit', (code) => reject(new Error(`the soak server exited with code ${code} before listening`)));
-      child.once('message', (message: Ready) => {
-        clearTimeout(timer);
-        resolve(new ServerProcess(child, message.port));
-      });
-    });
-  }
-
-  call<T extends Request['type']>(
-    type: T,
-    fields: Omit<Extract<Request, { type: T }>, 'seq' | 'type'> = {} as never,
-  ): Promise<ReplyOf<T>> {
-    const seq = ++this.seq;
-    return new Promise((resolve) => {
-      this.waiting.set(seq, (reply) => resolve(reply as ReplyOf<T>));
-      this.child.send({ ...fields, seq, type });
-    });
-  }
-}
-
-// -------------------------------------------------------------------------------------------------
-// A listen client
-// -------------------------------------------------------------------------------------------------
-
-/** A seeded PRNG (mulberry32): the same seed makes the same choices (timings still vary). */
-function prng(state: number): () => number {
-  return () => {
-    state = (state + 0x6d2b79f5) | 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const random = prng(seed);
 const pick = (n: number): number => Math.floor(random() * n);
 const chance = (p: number): boolean => random() < p;
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-const sum = (values: Iterable<number>): number => {
-  let total = 0;
-  for (const value of values) total += value;
-  return total;
-};
-
-interface ListenPlan {
-  readonly cycle: number;
-  readonly id: string | number;
-  readonly notifications: Record<string, unknown>;
-  readonly tasks: boolean;
-}
-
-/** The options of a POST of MCP method `method` to the soak server's `/mcp`, as cycle `cycle`'s principal. */
-function mcpPost(port: number, method: string, cycle: number, extra: Record<string, string> = {}): http.RequestOptions {
-  return {
-    host: '127.0.0.1',
-    port,
-    path: '/mcp',
-    method: 'POST',
-    agent: false,
-    headers: {
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-protocol-version': PROTOCOL_VERSION,
-      'mcp-method': method,
-      'x-soak-principal': `c${cycle}`,
-      ...extra,
-    },
-  };
-}
-
-/** One listen request and what came back on it. */
-class Listen {
-  readonly req: http.ClientRequest;
-  res: http.IncomingMessage | undefined;
-  acked = false;
-  /** The acknowledgement's JSON text. */
-  ack = '';
-  /** The terminal result arrived, for this stream's id, as its last message. */
-  completed = false;
-  /** Something arrived that must not: a result for another id, a message after the result, no ack first. */
-  problem: string | undefined;
-  bytes = 0;
-  events = 0;
-  ended = false;
-  readonly closed: Promise<void>;
-  private buffer = '';
-  private readonly idJson: string;
-  private onData: ((listen: Listen) => void) | undefined;
-  private readonly waiters: (() => void)[] = [];
-
-  constructor(
-    port: number,
-    readonly plan: ListenPlan,
-    send: 'full' | 'partial',
-  ) {
-    this.idJson = JSON.stringify(plan.id);
-    const body = JSON.stringify({
-      jsonrpc: '2.0',
-      id: plan.id,
-      method: 'subscriptions/listen',
-      params: {
-        _meta: {
-          'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
-          'io.modelcontextprotocol/clientCapabilities': plan.tasks ? { extensions: { [TASKS]: {} } } : {},
-        },
-        notifications: plan.notifications,
-      },
-    });
-    this.req = http.request(
-      mcpPost(port, 'subscriptions/listen', plan.cycle, {
-        'content-length': String(Buffer.byteLength(body)),
-        'x-soak-cycle': String(plan.cycle),
-      }),
-    );
-    this.closed = new Promise((resolve) => {
-      const done = (): void => {
-        if (this.ended) return;
-        this.ended = true;
-        this.flushEvent();
-        this.wake();
-        resolve();
-      };
-      this.req.on('error', done);
-      this.req.on('close', done);
-      this.req.on('response', (res) => {
-        this.res = res;
-        res.on('data', (chunk: Buffer) => this.data(chunk));
-        res.on('error', done);
-        res.on('close', done);
-        this.wake();
-      });
-    });
-    if (send === 'full') this.req.end(body);
-    else this.req.write(body.slice(0, Math.max(1, pick(body.length))));
-  }
-
-  /** Calls `handler` on every chunk from now on (after the chunk is counted and parsed). */
-  onChunk(handler: (listen: Listen) => void): void {
-    this.onData = handler;
-  }
-
-  private data(chunk: Buffer): void {
-    this.bytes += chunk.length;
-    this.buffer += chunk.toString('latin1');
-    let end: number;
-    while ((end = this.buffer.indexOf('\n\n')) !== -1) {
-      this.event(this.buffer.slice(0, end));
-      this.buffer = this.buffer.slice(end + 2);
-    }
-    this.onData?.(this);
-    this.wake();
-  }
-
-  /** A frame the connection closed inside is no message. */
-  private flushEvent(): void {
-    this.buffer = '';
-  }
-
-  private event(text: string): void {
-    if (text.startsWith(':')) return; // keepalive
-    this.events++;
-    const data = text.slice(text.indexOf('data: ') + 6);
-    if (this.completed) this.problem ??= 'a message after the terminal result';
-    if (this.events === 1) {
-      if (!data.includes(`"method":"${ACK}"`) || !data.includes(`":${this.idJson}}`)) {
-        this.problem ??= 'the first message is not its acknowledgement';
-      }
-      this.acked = true;
-      this.ack = data;
-      return;
-    }
-    if (data.includes('"resultType"')) {
-      if (!data.startsWith(`{"jsonrpc":"2.0","id":${this.idJson},"result":{"resultType":"complete"`)) {
-        this.problem ??= 'a terminal result that is not its own';
-      }
-      this.completed = true;
-    }
-  }
-
-  private wake(): void {
-    for (const wake of this.waiters.splice(0)) wake();
-  }
-
-  /** Resolves once `condition()` holds, or `false` after `ms`. */
-  async until(condition: () => boolean, ms: number): Promise<boolean> {
-    const deadline = performance.now() + ms;
-    while (!condition()) {
-      const left = deadline - performance.now();
-      if (left <= 0) return false;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, Math.min(left, 50));
-        this.waiters.push(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
-    }
-    return true;
-  }
-
-  hangUp(): void {
-    this.req.destroy();
-    this.res?.destroy();
-  }
-}
-
-/** Posts `notifications/cancelled` for `plan`'s stream; resolves with the HTTP status. */
-function cancel(port: number, plan: ListenPlan): Promise<number> {
-  const body = JSON.stringify({
-    jsonrpc: '2.0',
-    method: 'notifications/cancelled',
-    params: { requestId: plan.id, reason: 'soak' },
-  });
-  return new Promise((resolve) => {
-    const req = http.request(mcpPost(port, 'notifications/cancelled', plan.cycle), (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
-    req.on('error', () => resolve(0));
-    req.end(body);
-  });
-}
 
 // -------------------------------------------------------------------------------------------------
 // The cycles
@@ -487,7 +228,8 @@ async function runCycle(server: ServerProcess, cycle: number): Promise<Outcome> 
   const plan = planFor(cycle, kind);
   const beforeAck = kind === 'before-ack';
   const variant = pick(3);
-  const listen = new Listen(server.port, plan, beforeAck && variant === 0 ? 'partial' : 'full');
+  // A partial body: the fraction of it sent, drawn here so that the seed makes the same choices.
+  const listen = new Listen(server.port, plan, beforeAck && variant === 0 ? random() : 'full');
   let blocked: boolean | undefined;
   let failure: string | undefined;
 
@@ -683,119 +425,8 @@ async function finalClose(server: ServerProcess): Promise<{ completed: number; m
 // Checks and report
 // -------------------------------------------------------------------------------------------------
 
-interface Check {
-  readonly name: string;
-  readonly observed: string;
-  readonly expected: string;
-  readonly ok: boolean;
-}
-
-/** Keys whose counts differ between two tallies, as `key a→b`. */
-function changed(before: Readonly<Record<string, number>>, after: Readonly<Record<string, number>>): string[] {
-  const keys = new Set([...Object.keys(before), ...Object.keys(after)]);
-  return [...keys]
-    .filter((key) => (before[key] ?? 0) !== (after[key] ?? 0))
-    .map((key) => `${key} ${before[key] ?? 0}→${after[key] ?? 0}`);
-}
-
-const mib = (bytes: number): string => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
-
-/** What must hold once every client is gone (after the cycles, and again after `hub.close()`). */
-function leftovers(label: string, baseline: Snapshot, snap: Snapshot, closedHub: boolean): Check[] {
-  const { stats } = snap;
-  const closedTotal = sum(Object.values(stats.closed));
-  const indexEntries = sum(Object.values(stats.listening));
-  // The hub's own event listeners and bus membership are not per stream: as at the baseline (the bus
-  // is left on close).
-  const expectedInternals: Record<string, number> = {
-    ...Object.fromEntries(Object.keys(snap.internals).map((key) => [key, 0])),
-    'hub listeners': baseline.internals['hub listeners'] ?? 0,
-    'bus members': closedHub ? 0 : (baseline.internals['bus members'] ?? 0),
-  };
-  const internalsLeft = changed(expectedInternals, snap.internals);
-  const resourcesLeft = changed(baseline.activeResources, snap.activeResources);
-  const listenersLeft = [
-    ...changed(baseline.processListeners, snap.processListeners).map((s) => `process ${s}`),
-    ...changed(baseline.serverListeners, snap.serverListeners).map((s) => `server ${s}`),
-  ];
-  const d = snap.diagnostics;
-  const row = (name: string, observed: string, expected: string, ok: boolean): Check => ({
-    name: `${label}: ${name}`,
-    observed,
-    expected,
-    ok,
-  });
-  return [
-    row('server idle when measured', String(snap.quiesced), 'true', snap.quiesced),
-    row('open streams (stats)', String(stats.openStreams), '0', stats.openStreams === 0),
-    row('pending listens (stats)', String(stats.pendingStreams), '0', stats.pendingStreams === 0),
-    row('principals with streams (stats)', String(stats.principals), '0', stats.principals === 0),
-    row('index entries (stats.listening)', String(indexEntries), '0', indexEntries === 0),
-    row('queued events (stats)', String(stats.queued), '0', stats.queued === 0),
-    row(
-      'hub internals left (indexes, per-principal, clocks, batch, listeners)',
-      internalsLeft.length === 0 ? 'none' : internalsLeft.join(', '),
-      'none',
-      internalsLeft.length === 0,
-    ),
-    row('opened = closed (stats)', `${stats.opened} = ${closedTotal}`, 'equal', stats.opened === closedTotal),
-    row('stream:open = stream:close (diagnostics)', `${d.opens} = ${d.closes}`, 'equal', d.opens === d.closes),
-    row(
-      'diagnostics agree with stats (empty streams are not registered)',
-      `${d.opens} = ${stats.opened - stats.closed.empty}`,
-      'equal',
-      d.opens === stats.opened - stats.closed.empty && d.closes === closedTotal - stats.closed.empty,
-    ),
-    row(
-      'streams closed exactly once (per stream)',
-      `${d.closedOnce} once; ${d.closedTwice} twice, ${d.neverClosed} never, ${d.closedUnopened} unopened`,
-      'all once',
-      d.closedTwice === 0 && d.neverClosed === 0 && d.closedUnopened === 0 && d.closedOnce === d.opens,
-    ),
-    row(
-      'timers created since the baseline, still live',
-      String(snap.timersSinceBaseline),
-      '0',
-      snap.timersSinceBaseline === 0,
-    ),
-    row(
-      'active handles vs baseline',
-      resourcesLeft.length === 0 ? 'same' : resourcesLeft.join(', '),
-      'same',
-      resourcesLeft.length === 0,
-    ),
-    row(
-      'listeners on process and server vs baseline',
-      listenersLeft.length === 0 ? 'same' : listenersLeft.join(', '),
-      'same',
-      listenersLeft.length === 0,
-    ),
-    row('open connections', String(snap.connections), '0', snap.connections === 0),
-    row('host checks in flight', String(snap.checksInFlight), '0', snap.checksInFlight === 0),
-    row(
-      'errors logged by the engine',
-      snap.logged.error === 0 ? '0' : `${snap.logged.error}: ${snap.logged.firstError ?? ''}`,
-      '0',
-      snap.logged.error === 0,
-    ),
-  ];
-}
-
-/** A cell of at most `max` characters. */
-const cell = (text: string, max = 90): string => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
-
-function table(rows: readonly (readonly string[])[]): string {
-  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? '').length)));
-  return rows
-    .map((row, index) => {
-      const line = row.map((cell, column) => cell.padEnd(widths[column]!)).join('  ');
-      return index === 0 ? `${line}\n${widths.map((w) => '-'.repeat(w)).join('  ')}` : line;
-    })
-    .join('\n');
-}
-
 async function main(): Promise<number> {
-  const server = await ServerProcess.start(serverConfig);
+  const server = await ServerProcess.start(serverConfig, flags['trace-timers'] === true);
   process.stderr.write(
     `soak: ${cycles} cycles (${warmup} of warm-up), ${concurrency} at a time, ${serverConfig.publishRate} events/s, ` +
       `${waves} complete() waves, seed ${seed}\n`,
@@ -960,7 +591,7 @@ async function main(): Promise<number> {
   return ok ? 0 : 1;
 }
 
-main().then(
+(stuckRun ? import('./stuck.ts').then((stuck) => stuck.main()) : main()).then(
   (code) => process.exit(code),
   (error: unknown) => {
     console.error('soak: the run itself failed:', error);

@@ -1,9 +1,11 @@
 /**
  * The soak's server process: an Express app with `mcpSubscriptions()` on `POST /mcp`, a hub under a
  * steady publish load, and host checks that answer at once, later, never (until told to stop) or
- * with a throw. It is driven by `run.ts` over the IPC channel (messages.ts) and reports on itself:
- * hub statistics, the hub's private indexes, live timers, active handles, listeners, connections,
- * host checks in flight, the diagnostics channels' per-stream tallies and the heap after GC.
+ * with a throw. It is driven by `run.ts` (or `stuck.ts`, in `stuck` mode) over the IPC channel
+ * (messages.ts) and reports on itself: hub statistics, the hub's private indexes, live timers, active
+ * handles, listeners, connections, host checks in flight, the diagnostics channels' per-stream tallies
+ * and the heap after GC. In `stuck` mode it also numbers the events of the healthy readers, watches the
+ * stopped readers' sockets fill and their streams close, and samples memory and queues over time.
  *
  * A process of its own, so that what it measures (heap, timers, handles) is the server's alone and
  * its event loop is not shared with 20,000 clients. Started by run.ts with `--expose-gc`.
@@ -11,10 +13,11 @@
 import { createHook } from 'node:async_hooks';
 import { subscribe } from 'node:diagnostics_channel';
 import { createServer, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import express, { type Request as ExpressRequest } from 'express';
 import {
+  type CloseReason,
   DiagnosticsChannel,
   type Logger,
   type ResourceCheck,
@@ -23,7 +26,19 @@ import {
   SubscriptionHub,
 } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
-import type { DiagnosticsTally, Ready, Reply, Request, ResponseState, ServerConfig, Snapshot } from './messages.ts';
+import {
+  type DiagnosticsTally,
+  type MemorySample,
+  type PhaseSample,
+  type Ready,
+  type Reply,
+  type Request,
+  type ResponseState,
+  type ServerConfig,
+  type Snapshot,
+  WATCH_POLL_MS,
+  type Watched,
+} from './messages.ts';
 
 // Every Timeout, refed or not, from here on: the unref'd ones (keepalive clocks, stall and end timers)
 // never show in process.getActiveResourcesInfo(). Node gives a re-armed timer a new id (init again).
@@ -52,6 +67,9 @@ if (typeof process.send !== 'function' || gc === undefined) {
 }
 const send = process.send.bind(process);
 const config = JSON.parse(process.env['SOAK_SERVER_CONFIG'] ?? '') as ServerConfig;
+const stuckMode = config.mode === 'stuck';
+/** A time comparable across processes (the driver's is taken the same way). */
+const now = (): number => performance.timeOrigin + performance.now();
 
 // -------------------------------------------------------------------------------------------------
 // What the engine logs, and what the diagnostics channels say about each stream
@@ -83,6 +101,18 @@ const closeReasons: Record<string, number> = {};
 let opened = 0;
 let closed = 0;
 
+// Stuck mode: per watched cycle (a stopped reader), when its socket was first seen full, when its last
+// block began, when its stream closed and why. Allocated before the baseline, like the tallies above.
+const watchSize = stuckMode ? config.cycles : 0;
+const firstBlockedAt = new Float64Array(watchSize);
+const lastBlockedAt = new Float64Array(watchSize);
+const closedAt = new Float64Array(watchSize);
+const CLOSE_REASONS: readonly CloseReason[] = ['client', 'cancelled', 'complete', 'empty', 'overflow', 'stalled'];
+/** 1 + the reason's index in CLOSE_REASONS; 0 while open. */
+const closeReason = new Uint8Array(watchSize);
+/** 1 for a cycle whose listen was watched: only those get a close time. */
+const watchedEver = new Uint8Array(watchSize);
+
 /** The cycle of a soak principal `c<cycle>`, or -1. */
 function cycleOf(principal: string): number {
   if (principal.charCodeAt(0) !== 99 /* c */) return -1;
@@ -102,6 +132,10 @@ subscribe(DiagnosticsChannel.StreamClose, (message) => {
   closed++;
   closeReasons[reason] = (closeReasons[reason] ?? 0) + 1;
   const cycle = cycleOf(principal);
+  if (cycle >= 0 && cycle < watchSize && watchedEver[cycle] === 1) {
+    closedAt[cycle] = now();
+    closeReason[cycle] = CLOSE_REASONS.indexOf(reason) + 1;
+  }
   if (cycle >= 0) closes[cycle] = Math.min(255, (closes[cycle] ?? 0) + 1);
   else otherCloses.set(principal, (otherCloses.get(principal) ?? 0) + 1);
 });
@@ -172,6 +206,7 @@ const canRead: ResourceCheck<ExpressRequest> = (uri, { signal }) => {
   switch (kind) {
     case 'hot':
     case 'own':
+    case 'load':
       checksSettled++;
       return true;
     case 'slow':
@@ -213,7 +248,7 @@ const canRead: ResourceCheck<ExpressRequest> = (uri, { signal }) => {
 
 const hub = new SubscriptionHub({
   maxSubscriptions: 100_000,
-  maxSubscriptionsPerPrincipal: 32,
+  maxSubscriptionsPerPrincipal: config.maxSubscriptionsPerPrincipal,
   maxBuffer: config.maxBuffer,
   stallTimeoutMs: config.stallTimeoutMs,
   completeTimeoutMs: config.completeTimeoutMs,
@@ -223,6 +258,13 @@ const hub = new SubscriptionHub({
 /** The open listen responses by cycle, for the driver's "is it blocked yet?". */
 const responses = new Map<number, ServerResponse>();
 let latestCycle = 0;
+/**
+ * Stuck mode: the sockets of the open responses of requests sent with `x-soak-watch` (the stopped
+ * readers), by cycle. The socket, not the response: every socket has one shape, while each Express
+ * response has a hidden class of its own, and reading a getter from thousands of them every poll cost
+ * the server a quarter of its time (a CPU profile of a 4,000-reader run).
+ */
+const watched = new Map<number, Socket>();
 
 const app = express();
 app.disable('x-powered-by');
@@ -234,6 +276,11 @@ app.post(
       responses.set(cycle, res);
       latestCycle = Math.max(latestCycle, cycle);
       res.once('close', () => responses.delete(cycle));
+      if (cycle >= 0 && cycle < watchSize && req.headers['x-soak-watch'] === '1') {
+        watched.set(cycle, req.socket);
+        watchedEver[cycle] = 1;
+        res.once('close', () => watched.delete(cycle));
+      }
     }
     next();
   },
@@ -292,8 +339,56 @@ function tick(): void {
   for (; budget > 0; budget--) hub.resourceUpdated(`soak://hot/${Math.floor(Math.random() * config.hotUris)}`);
 }
 
+/**
+ * Stuck mode: numbered task events for the healthy readers (principal `h`, task ids `h:<n mod seqKeys>`,
+ * `statusMessage` "<n> <publish time>"), and load events for every other stream (a tool list change,
+ * then updates of the hot URIs `soak://load/<i>`), each on a schedule from the publisher's start: a
+ * late tick publishes what fell due meanwhile, so the rate holds as long as the process keeps up.
+ */
+const numbered = { seq: 0, loads: 0, startedAt: 0, seqAtStart: 0, loadsAtStart: 0 };
+
+function stuckTick(): void {
+  const elapsed = performance.now() - numbered.startedAt;
+  // At most a fifth of a second's worth per tick: a process that fell far behind catches up over
+  // several ticks rather than in one burst.
+  const seqDue = Math.min(
+    Math.floor((elapsed * config.publishRate) / 1000) - (numbered.seq - numbered.seqAtStart),
+    Math.ceil(config.publishRate / 5),
+  );
+  const loadDue = Math.min(
+    Math.floor((elapsed * config.loadRate) / 1000) - (numbered.loads - numbered.loadsAtStart),
+    Math.ceil(config.loadRate / 5),
+  );
+  const iso = new Date().toISOString();
+  for (let i = 0; i < seqDue; i++) {
+    const n = numbered.seq++;
+    hub.taskStatus(
+      {
+        taskId: `h:${n % config.seqKeys}`,
+        status: 'working',
+        statusMessage: `${n} ${now().toFixed(3)}`,
+        createdAt: iso,
+        lastUpdatedAt: iso,
+        ttlMs: null,
+      },
+      'h',
+    );
+  }
+  for (let i = 0; i < loadDue; i++) {
+    const n = numbered.loads++;
+    if (n % 8 === 0) hub.toolsListChanged();
+    else hub.resourceUpdated(`soak://load/${n % config.hotUris}`);
+  }
+}
+
 function startPublisher(): void {
-  publisher ??= setInterval(tick, TICK_MS);
+  if (publisher !== undefined) return;
+  if (stuckMode) {
+    numbered.startedAt = performance.now();
+    numbered.seqAtStart = numbered.seq;
+    numbered.loadsAtStart = numbered.loads;
+  }
+  publisher = setInterval(stuckMode ? stuckTick : tick, TICK_MS);
 }
 
 function stopPublisher(): void {
@@ -309,12 +404,124 @@ const loopDelay = monitorEventLoopDelay({ resolution: 10 });
 loopDelay.enable();
 let peakHeapUsed = 0;
 let peakRss = 0;
+/** Stuck mode: what the `sample` request returns, gathered since the previous one. */
+const phase = {
+  memory: [] as MemorySample[],
+  maxQueued: 0,
+  maxQueuedHealthy: 0,
+  maxOverBound: Number.NEGATIVE_INFINITY,
+  maxTotalQueued: 0,
+  maxOpen: 0,
+};
+const phaseDelay = monitorEventLoopDelay({ resolution: 10 });
+if (stuckMode) phaseDelay.enable();
 const sampler = setInterval(() => {
-  const { heapUsed, rss } = process.memoryUsage();
+  const { heapUsed, rss, external } = process.memoryUsage();
   peakHeapUsed = Math.max(peakHeapUsed, heapUsed);
   peakRss = Math.max(peakRss, rss);
+  if (stuckMode) {
+    phase.memory.push({ at: now(), heapUsed, rss, external });
+    sampleQueues();
+  }
 }, 250);
 sampler.unref();
+
+/** Keys a filter follows, the README's `max(maxBuffer, keys)`: the bound of a stream's queue. */
+function boundOf(filter: StreamInternals['filter']): number {
+  const keys =
+    (filter.toolsListChanged === true ? 1 : 0) +
+    (filter.promptsListChanged === true ? 1 : 0) +
+    (filter.resourcesListChanged === true ? 1 : 0) +
+    (filter.resourceSubscriptions?.length ?? 0) +
+    (filter.taskIds?.length ?? 0);
+  return Math.max(config.maxBuffer, keys);
+}
+
+/** Every open stream's queue against its own bound (white-box: the hub's stream set). */
+function sampleQueues(): void {
+  const streams = (hub as unknown as HubInternals).streams;
+  let total = 0;
+  for (const stream of streams) {
+    const queued = stream.queued;
+    total += queued;
+    if (stream.principal === 'h') phase.maxQueuedHealthy = Math.max(phase.maxQueuedHealthy, queued);
+    else phase.maxQueued = Math.max(phase.maxQueued, queued);
+    phase.maxOverBound = Math.max(phase.maxOverBound, queued - boundOf(stream.filter));
+  }
+  phase.maxTotalQueued = Math.max(phase.maxTotalQueued, total);
+  phase.maxOpen = Math.max(phase.maxOpen, streams.size);
+}
+
+function takeSample(): PhaseSample {
+  sampleQueues();
+  const sample: PhaseSample = {
+    memory: phase.memory,
+    maxQueued: phase.maxQueued,
+    maxQueuedHealthy: phase.maxQueuedHealthy,
+    maxOverBound: Number.isFinite(phase.maxOverBound) ? phase.maxOverBound : 0,
+    maxTotalQueued: phase.maxTotalQueued,
+    maxOpen: phase.maxOpen,
+    loopDelayP50Ms: phaseDelay.percentile(50) / 1e6,
+    loopDelayP99Ms: phaseDelay.percentile(99) / 1e6,
+    loopDelayMaxMs: phaseDelay.max / 1e6,
+    stats: hub.stats(),
+  };
+  Object.assign(phase, {
+    memory: [],
+    maxQueued: 0,
+    maxQueuedHealthy: 0,
+    maxOverBound: Number.NEGATIVE_INFINITY,
+    maxTotalQueued: 0,
+    maxOpen: 0,
+  });
+  phaseDelay.reset();
+  return sample;
+}
+
+// Stuck mode: the watched responses, every WATCH_POLL_MS: a block begins when a poll finds the socket
+// refusing more (Node's `writableNeedDrain`, what the engine's write() saw as false) after one that did
+// not. A created-once interval, like the sampler: the leftover checks count timers made after the baseline.
+const wasBlocked = new Uint8Array(watchSize);
+let blockedNow = 0;
+if (stuckMode) {
+  setInterval(() => {
+    const at = now();
+    let blocked = 0;
+    for (const [cycle, socket] of watched) {
+      // The engine writes its frames to the socket: it is what refuses more.
+      const full = socket.writableNeedDrain;
+      if (full) {
+        blocked++;
+        if (wasBlocked[cycle] === 0) {
+          lastBlockedAt[cycle] = at;
+          if (firstBlockedAt[cycle] === 0) firstBlockedAt[cycle] = at;
+        }
+      }
+      wasBlocked[cycle] = full ? 1 : 0;
+    }
+    blockedNow = blocked;
+  }, WATCH_POLL_MS).unref();
+}
+
+function watchedReport(detail: { from: number; to: number } | undefined): Watched {
+  let everBlocked = 0;
+  let closedCount = 0;
+  for (let cycle = 0; cycle < watchSize; cycle++) {
+    if (firstBlockedAt[cycle] !== 0) everBlocked++;
+    if (closedAt[cycle] !== 0) closedCount++;
+  }
+  const base = { open: watched.size, blockedNow, everBlocked, closed: closedCount };
+  if (detail === undefined) return base;
+  const range = <T>(pick: (cycle: number) => T): T[] =>
+    Array.from({ length: Math.max(0, detail.to - detail.from) }, (_, i) => pick(detail.from + i));
+  return {
+    ...base,
+    firstBlockedAt: range((cycle) => firstBlockedAt[cycle] ?? 0),
+    lastBlockedAt: range((cycle) => lastBlockedAt[cycle] ?? 0),
+    closedAt: range((cycle) => closedAt[cycle] ?? 0),
+    reasons: range((cycle) => CLOSE_REASONS[(closeReason[cycle] ?? 0) - 1] ?? ''),
+  };
+}
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
@@ -329,9 +536,22 @@ function counted(names: readonly string[], countOf: (name: string) => number): R
   return counts;
 }
 
+/** What the soak reads of an open stream: its public `queued`, `principal` and `filter`. */
+interface StreamInternals {
+  readonly queued: number;
+  readonly principal: string;
+  readonly filter: {
+    readonly toolsListChanged?: true;
+    readonly promptsListChanged?: true;
+    readonly resourcesListChanged?: true;
+    readonly resourceSubscriptions?: readonly string[];
+    readonly taskIds?: readonly string[];
+  };
+}
+
 /** The hub's private fields the soak reads: what `stats()` does not show. */
 interface HubInternals {
-  readonly streams: Set<unknown>;
+  readonly streams: Set<StreamInternals>;
   readonly byList: Record<string, Set<unknown>>;
   readonly byUri: Map<string, unknown>;
   readonly byTask: Map<string, unknown>;
@@ -454,6 +674,16 @@ async function measure(label: string, resumePublisher: boolean): Promise<Snapsho
 // The driver's requests
 // -------------------------------------------------------------------------------------------------
 
+/** The heap after two full GCs, without waiting for the server to be idle (streams stay open). */
+async function collected(): Promise<MemorySample> {
+  for (let i = 0; i < 2; i++) {
+    await turn();
+    gc?.();
+  }
+  const { heapUsed, rss, external } = process.memoryUsage();
+  return { at: now(), heapUsed, rss, external };
+}
+
 function stateOf(cycle: number): ResponseState {
   const res = responses.get(cycle);
   if (res === undefined) return 'gone';
@@ -475,6 +705,21 @@ async function answer(request: Request): Promise<Reply> {
     }
     case 'exit':
       return { seq: request.seq, type: 'exit' };
+    case 'publisher':
+      if (request.resetSeq) numbered.seq = 0;
+      if (request.run) startPublisher();
+      else stopPublisher();
+      return { seq: request.seq, type: 'publisher', published: numbered.seq, loads: numbered.loads };
+    case 'memory': {
+      const memory = await collected();
+      let watchedBlocked = 0;
+      for (const socket of watched.values()) if (socket.writableNeedDrain) watchedBlocked++;
+      return { seq: request.seq, type: 'memory', memory, watchedOpen: watched.size, watchedBlocked };
+    }
+    case 'sample':
+      return { seq: request.seq, type: 'sample', sample: takeSample() };
+    case 'watched':
+      return { seq: request.seq, type: 'watched', watched: watchedReport(request.detail) };
   }
 }
 
@@ -490,6 +735,7 @@ process.on('message', (message: Request) => {
 });
 
 server.listen(0, '127.0.0.1', () => {
-  startPublisher();
+  // The stuck run starts its publisher once its healthy readers are listening.
+  if (!stuckMode) startPublisher();
   send({ type: 'ready', port: (server.address() as AddressInfo).port } satisfies Ready);
 });

@@ -1,0 +1,207 @@
+/**
+ * The soak's listen client, shared by both of its runs (`run.ts`, `stuck.ts`): one listen request on a
+ * connection of its own over real TCP, its SSE parsed as bytes arrive, and what must not happen noted
+ * (no acknowledgement first, a terminal result that is not its own, a message after it).
+ */
+import http from 'node:http';
+import { performance } from 'node:perf_hooks';
+
+export const PROTOCOL_VERSION = '2026-07-28';
+const ACK = 'notifications/subscriptions/acknowledged';
+const TASKS = 'io.modelcontextprotocol/tasks';
+
+export interface ListenPlan {
+  readonly cycle: number;
+  readonly id: string | number;
+  readonly notifications: Record<string, unknown>;
+  readonly tasks: boolean;
+  /** The principal (`x-soak-principal`); `c<cycle>` unless given. */
+  readonly principal?: string;
+  /** More request headers. */
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+/** The options of a POST of MCP method `method` to the soak server's `/mcp`, as `principal`. */
+export function mcpPost(
+  port: number,
+  method: string,
+  principal: string,
+  extra: Record<string, string> = {},
+): http.RequestOptions {
+  return {
+    host: '127.0.0.1',
+    port,
+    path: '/mcp',
+    method: 'POST',
+    agent: false,
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': PROTOCOL_VERSION,
+      'mcp-method': method,
+      'x-soak-principal': principal,
+      ...extra,
+    },
+  };
+}
+
+/** One listen request and what came back on it. */
+export class Listen {
+  readonly req: http.ClientRequest;
+  res: http.IncomingMessage | undefined;
+  acked = false;
+  /** The acknowledgement's JSON text. */
+  ack = '';
+  /** The terminal result arrived, for this stream's id, as its last message. */
+  completed = false;
+  /** Something arrived that must not: a result for another id, a message after the result, no ack first. */
+  problem: string | undefined;
+  /**
+   * Called with the data of every message after the acknowledgement, and with the time its chunk
+   * arrived (`performance.timeOrigin + performance.now()`, comparable across processes).
+   */
+  onMessage: ((data: string, at: number) => void) | undefined;
+  bytes = 0;
+  events = 0;
+  ended = false;
+  readonly closed: Promise<void>;
+  private buffer = '';
+  private readonly idJson: string;
+  private onData: ((listen: Listen) => void) | undefined;
+  private readonly waiters: (() => void)[] = [];
+
+  constructor(
+    port: number,
+    readonly plan: ListenPlan,
+    send: 'full' | number,
+  ) {
+    this.idJson = JSON.stringify(plan.id);
+    const body = JSON.stringify({
+      jsonrpc: '2.0',
+      id: plan.id,
+      method: 'subscriptions/listen',
+      params: {
+        _meta: {
+          'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
+          'io.modelcontextprotocol/clientCapabilities': plan.tasks ? { extensions: { [TASKS]: {} } } : {},
+        },
+        notifications: plan.notifications,
+      },
+    });
+    this.req = http.request(
+      mcpPost(port, 'subscriptions/listen', plan.principal ?? `c${plan.cycle}`, {
+        ...plan.headers,
+        'content-length': String(Buffer.byteLength(body)),
+        'x-soak-cycle': String(plan.cycle),
+      }),
+    );
+    this.closed = new Promise((resolve) => {
+      const done = (): void => {
+        if (this.ended) return;
+        this.ended = true;
+        this.flushEvent();
+        this.wake();
+        resolve();
+      };
+      this.req.on('error', done);
+      this.req.on('close', done);
+      this.req.on('response', (res) => {
+        this.res = res;
+        res.on('data', (chunk: Buffer) => this.data(chunk));
+        res.on('error', done);
+        res.on('close', done);
+        this.wake();
+      });
+    });
+    if (send === 'full') this.req.end(body);
+    else this.req.write(body.slice(0, Math.max(1, Math.floor(send * body.length))));
+  }
+
+  /** Calls `handler` on every chunk from now on (after the chunk is counted and parsed). */
+  onChunk(handler: (listen: Listen) => void): void {
+    this.onData = handler;
+  }
+
+  private data(chunk: Buffer): void {
+    this.bytes += chunk.length;
+    this.buffer += chunk.toString('latin1');
+    const at = this.onMessage === undefined ? 0 : performance.timeOrigin + performance.now();
+    let end: number;
+    while ((end = this.buffer.indexOf('\n\n')) !== -1) {
+      this.event(this.buffer.slice(0, end), at);
+      this.buffer = this.buffer.slice(end + 2);
+    }
+    this.onData?.(this);
+    this.wake();
+  }
+
+  /** A frame the connection closed inside is no message. */
+  private flushEvent(): void {
+    this.buffer = '';
+  }
+
+  private event(text: string, at: number): void {
+    if (text.startsWith(':')) return; // keepalive
+    this.events++;
+    const data = text.slice(text.indexOf('data: ') + 6);
+    if (this.completed) this.problem ??= 'a message after the terminal result';
+    if (this.events === 1) {
+      if (!data.includes(`"method":"${ACK}"`) || !data.includes(`":${this.idJson}}`)) {
+        this.problem ??= 'the first message is not its acknowledgement';
+      }
+      this.acked = true;
+      this.ack = data;
+      return;
+    }
+    if (data.includes('"resultType"')) {
+      if (!data.startsWith(`{"jsonrpc":"2.0","id":${this.idJson},"result":{"resultType":"complete"`)) {
+        this.problem ??= 'a terminal result that is not its own';
+      }
+      this.completed = true;
+    }
+    this.onMessage?.(data, at);
+  }
+
+  private wake(): void {
+    for (const wake of this.waiters.splice(0)) wake();
+  }
+
+  /** Resolves once `condition()` holds, or `false` after `ms`. */
+  async until(condition: () => boolean, ms: number): Promise<boolean> {
+    const deadline = performance.now() + ms;
+    while (!condition()) {
+      const left = deadline - performance.now();
+      if (left <= 0) return false;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, Math.min(left, 50));
+        this.waiters.push(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+    }
+    return true;
+  }
+
+  hangUp(): void {
+    this.req.destroy();
+    this.res?.destroy();
+  }
+}
+
+/** Posts `notifications/cancelled` for `plan`'s stream; resolves with the HTTP status. */
+export function cancel(port: number, plan: ListenPlan): Promise<number> {
+  const body = JSON.stringify({
+    jsonrpc: '2.0',
+    method: 'notifications/cancelled',
+    params: { requestId: plan.id, reason: 'soak' },
+  });
+  return new Promise((resolve) => {
+    const req = http.request(mcpPost(port, 'notifications/cancelled', plan.principal ?? `c${plan.cycle}`), (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('error', () => resolve(0));
+    req.end(body);
+  });
+}
