@@ -16,6 +16,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { renderChart } from './chart.ts';
 import type { LoadRequest, Nodes, ScenarioResult, Target } from './load.ts';
@@ -204,13 +205,16 @@ function localDate(): string {
 }
 
 async function main(): Promise<void> {
-  const args = process.argv.slice(2);
-  const quick = args.includes('--quick');
-  const profile = args.includes('--profile');
-  const only = args
-    .find((a) => a.startsWith('--only='))
-    ?.slice('--only='.length)
-    .split(',');
+  // Strict: a flag mistyped, or given in a form not read, must stop the run, not start the whole bench
+  // (`--only fanout` once ran every scenario and wrote over the full run's results).
+  const { values } = parseArgs({
+    options: { quick: { type: 'boolean' }, profile: { type: 'boolean' }, only: { type: 'string' } },
+    strict: true,
+    allowPositionals: false,
+  });
+  const quick = values.quick === true;
+  const profile = values.profile === true;
+  const only = values.only?.split(',');
   const unknown = only?.filter((name) => !SCENARIOS.some((s) => s.name === name)) ?? [];
   if (unknown.length > 0) {
     throw new Error(`--only: no scenario ${unknown.join(', ')}; known: ${SCENARIOS.map((s) => s.name).join(', ')}`);
