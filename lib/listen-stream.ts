@@ -29,8 +29,8 @@ export interface StreamShared {
   /** How long an open stream may stay blocked (accepting no byte) before it is closed as stalled. */
   readonly stallTimeoutMs: number | false;
   readonly counters: StreamCounters;
-  /** Called exactly once, as soon as the stream stops accepting events. */
-  readonly onClose: (stream: ListenStream, reason: CloseReason) => void;
+  /** Called exactly once, as soon as the stream stops accepting events; with what a write threw for `'failed'`. */
+  readonly onClose: (stream: ListenStream, reason: CloseReason, error?: unknown) => void;
   /** Called when the queue overflows, before the policy acts. */
   readonly onOverflow: (stream: ListenStream) => void;
   /** Writes the stream's batch at the end of this tick (see {@link TickFlush}). */
@@ -361,8 +361,18 @@ export class ListenStream {
     if (socket !== undefined) {
       // One chunk, framed as Node frames a response's: its size in hex, CRLF, the bytes, CRLF.
       if (socket.write(`${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`)) return;
-    } else if (this.res.write(text)) {
-      return;
+    } else {
+      // Node's own write never throws here (a failure comes as an 'error' event); a write wrapped by a
+      // middleware may. Caught here, so that it ends this stream only, not the fan-out or the tick's
+      // flush of every other stream, nor the host's publish() call that may have caused it.
+      let accepted: boolean;
+      try {
+        accepted = this.res.write(text);
+      } catch (error) {
+        this.fail(error);
+        return;
+      }
+      if (accepted) return;
     }
     this.blocked = true;
     if (this.shared.stallTimeoutMs !== false) this.armStall(this.shared.stallTimeoutMs);
@@ -406,7 +416,12 @@ export class ListenStream {
     }
     if (!this.blocked && this.endRequested && this.state === ENDING) {
       this.endRequested = false;
-      this.res.end(this.resultFrame(this.idJson));
+      try {
+        this.res.end(this.resultFrame(this.idJson));
+      } catch (error) {
+        this.fail(error);
+        return;
+      }
       // The socket took the result, but may still hold it behind bytes a client that stopped reading
       // never took: the graceful end stays bounded until the response closes ('close' follows
       // 'finish'), or a stopped reader would keep the connection, and the HTTP server open, for ever.
@@ -428,6 +443,16 @@ export class ListenStream {
       this.teardown();
     }, timeoutMs);
     this.endTimer.unref();
+  }
+
+  /** A write threw: the response cannot be trusted with another byte, so the stream ends here. */
+  private fail(error: unknown): void {
+    if (this.state === CLOSED) return;
+    if (this.state === OPEN) {
+      this.state = ENDING;
+      this.shared.onClose(this, 'failed', error);
+    }
+    this.teardown();
   }
 
   private stopKeepAlive(): void {

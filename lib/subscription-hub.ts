@@ -221,7 +221,10 @@ export class SubscriptionHub {
     empty: 0,
     overflow: 0,
     stalled: 0,
+    failed: 0,
   };
+  /** A write that threw is logged once per hub; later ones are counted in `closed.failed`. */
+  private writeFailureLogged = false;
   private readonly member: BusMember;
   private pending = 0;
   private published = 0;
@@ -571,9 +574,16 @@ export class SubscriptionHub {
     return stream;
   }
 
-  private readonly onStreamClose = (stream: ListenStream, reason: CloseReason): void => {
+  private readonly onStreamClose = (stream: ListenStream, reason: CloseReason, error?: unknown): void => {
     // An empty stream was never registered; its close is counted where it was opened.
     if (!this.streams.delete(stream)) return;
+    if (reason === 'failed' && !this.writeFailureLogged) {
+      this.writeFailureLogged = true;
+      this.options.logger.error(
+        'writing to a listen stream threw; the stream was closed as `failed` (later ones are only counted in stats().closed.failed)',
+        { error },
+      );
+    }
     const filter = stream.filter;
     this.byList.tools_list_changed.delete(stream);
     this.byList.prompts_list_changed.delete(stream);

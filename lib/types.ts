@@ -258,7 +258,9 @@ export type CloseReason =
   /** Its queue overflowed under the `'close'` policy. */
   | 'overflow'
   /** Its client accepted no byte for `stallTimeoutMs`: the socket was destroyed. */
-  | 'stalled';
+  | 'stalled'
+  /** Writing to its response threw (a middleware's wrapped `res.write`, say): the response was destroyed. */
+  | 'failed';
 
 /** A snapshot of the hub's state and counters since it was created (`hub.stats()`). */
 export interface HubStats {

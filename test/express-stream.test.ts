@@ -638,6 +638,56 @@ for (const flavour of expressFlavours) {
         await s.cleanup();
       }
     });
+
+    test('a write that throws (a wrapped res.write) ends that stream only: the others get every event, publish() returns, logged once', async () => {
+      // The faulty principal's responses throw on every frame after the acknowledgement.
+      const faultyWrite: RequestHandler = (req, res, next) => {
+        if (req.get('x-user') === 'faulty') {
+          const write = res.write.bind(res) as (chunk: unknown, ...rest: unknown[]) => boolean;
+          res.write = ((chunk: unknown, ...rest: unknown[]) => {
+            if (String(chunk).includes('list_changed')) throw new Error('a middleware bug');
+            return write(chunk, ...rest);
+          }) as typeof res.write;
+        }
+        next();
+      };
+      const s = await serve(flavour, { before: [faultyWrite] });
+      try {
+        // Opened in this order, so the faulty streams sit between the good ones in every index.
+        const good1 = await s.open('g1', { toolsListChanged: true }, 'alice');
+        const faulty1 = await s.open('f1', { toolsListChanged: true }, 'faulty');
+        const good2 = await s.open('g2', { toolsListChanged: true }, 'bob');
+        const faulty2 = await s.open('f2', { toolsListChanged: true }, 'faulty');
+        for (const stream of [good1, faulty1, good2, faulty2]) await stream.event(1);
+
+        expect(s.hub.toolsListChanged()).toMatchObject({ matched: 4 });
+        await good1.event(2);
+        await good2.event(2);
+        await faulty1.end();
+        await faulty2.end();
+        expect(faulty1.events.length + faulty2.events.length).toBe(2); // their acks only
+        // The tick's flush and the fan-out go on for everyone else.
+        s.hub.toolsListChanged();
+        await good1.event(3);
+        await good2.event(3);
+        for (const good of [good1, good2]) {
+          expect(good.events.slice(1).map((e) => e.json?.method)).toStrictEqual([
+            'notifications/tools/list_changed',
+            'notifications/tools/list_changed',
+          ]);
+        }
+
+        const stats = s.hub.stats();
+        expect(stats.closed.failed).toBe(2);
+        expect(stats.openStreams).toBe(2);
+        const logger = s.hub.options.logger as ReturnType<typeof recordingLogger>;
+        expect(logger.errors).toHaveLength(1);
+        expect(String(logger.errors[0]![0])).toContain('`failed`');
+        expect((logger.errors[0]![1] as { error: Error }).error.message).toBe('a middleware bug');
+      } finally {
+        await s.cleanup();
+      }
+    });
   });
 
   describe(`${flavour.name}: an open stream pins no request body`, () => {
