@@ -13,6 +13,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { spawnSync } from 'node:child_process';
 import {
   eventually,
+  postCancel,
   PROTOCOL_VERSION,
   startRedis,
   startSample,
@@ -243,31 +244,6 @@ class Watch {
     expect(this.subscription.dropped).toBe(0); // nothing was let go unseen
     return ordered ? batch : sorted(batch);
   }
-}
-
-/** POSTs `notifications/cancelled` for listen `id` as the holder of `token`. */
-function postCancel(app: SampleApp, token: string, id: string | number): Promise<Response> {
-  return fetch(app.url, {
-    method: 'POST',
-    headers: {
-      ...bearer(token),
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-protocol-version': PROTOCOL_VERSION,
-      'mcp-method': 'notifications/cancelled',
-    },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      method: 'notifications/cancelled',
-      params: {
-        requestId: id,
-        _meta: {
-          'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
-          'io.modelcontextprotocol/clientCapabilities': {},
-        },
-      },
-    }),
-  });
 }
 
 /** Two instances of `kind` sharing the Redis at `url`; both stopped if either fails to start. */

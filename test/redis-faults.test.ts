@@ -34,7 +34,7 @@ import {
 import { redisServerInstalled } from './helpers/redis.ts';
 import {
   CONTRACT_EXIT_MS,
-  PROTOCOL_VERSION,
+  postCancel,
   startRedis,
   startSample,
   stopAllSamples,
@@ -125,32 +125,12 @@ async function stats(app: SampleApp): Promise<{ openStreams: number; closed: Rec
 }
 
 /** POSTs `notifications/cancelled` for listen `id` as the holder of `token`; the answer as read. */
-async function postCancel(
+async function cancelAnswer(
   app: SampleApp,
   token: string,
   id: string,
 ): Promise<{ status: number; contentType: string | null; body: string }> {
-  const res = await fetch(app.url, {
-    method: 'POST',
-    headers: {
-      ...bearer(token),
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-protocol-version': PROTOCOL_VERSION,
-      'mcp-method': 'notifications/cancelled',
-    },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      method: 'notifications/cancelled',
-      params: {
-        requestId: id,
-        _meta: {
-          'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
-          'io.modelcontextprotocol/clientCapabilities': {},
-        },
-      },
-    }),
-  });
+  const res = await postCancel(app, token, id);
   return { status: res.status, contentType: res.headers.get('content-type'), body: await res.text() };
 }
 
@@ -383,8 +363,8 @@ describeWithRedis.each(SAMPLES)(`kill -9 of one of two %s samples joined over Re
     const before = await stats(a);
     // The answer to an id nobody ever listened with: what the contract gives any unknown stream (the
     // cancellation goes on to the host's MCP server, which accepts a notification with 202 and no body).
-    const unknown = await postCancel(a, alice, uid('never-listened'));
-    const meantForDead = await postCancel(a, alice, deadId);
+    const unknown = await cancelAnswer(a, alice, uid('never-listened'));
+    const meantForDead = await cancelAnswer(a, alice, deadId);
     expect(meantForDead).toStrictEqual(unknown);
     expect(meantForDead).toMatchObject({ status: 202, body: '' });
 

@@ -402,3 +402,28 @@ export async function startRedis({
     },
   };
 }
+
+/** POSTs `notifications/cancelled` for listen `id` as the holder of `token` (spec §4); the raw answer. */
+export function postCancel(app: Pick<SampleApp, 'url'>, token: string, id: string | number): Promise<Response> {
+  return fetch(app.url, {
+    method: 'POST',
+    headers: {
+      ...authorization(token),
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': PROTOCOL_VERSION,
+      'mcp-method': 'notifications/cancelled',
+    },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      method: 'notifications/cancelled',
+      params: {
+        requestId: id,
+        _meta: {
+          'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
+          'io.modelcontextprotocol/clientCapabilities': {},
+        },
+      },
+    }),
+  });
+}
