@@ -320,12 +320,17 @@ export class ListenStream {
 
   /** Drops the stream without writing anything more (cancellation, spec §4). */
   cancel(reason: 'client' | 'cancelled'): void {
+    this.stop(reason);
+  }
+
+  /** Ends the stream at once, without its result: counted under `reason` if it was open. */
+  private stop(reason: 'client' | 'cancelled' | 'failed', error?: unknown): void {
     if (this.state === OPEN) {
       this.state = ENDING;
-      this.shared.onClose(this, reason);
+      this.shared.onClose(this, reason, error);
     }
+    // Destroys the response unless it ended; nothing more is written.
     this.teardown();
-    if (!this.res.writableEnded && !this.res.destroyed) this.res.destroy();
   }
 
   /** Writes this tick's batch: at the end of the tick, or at once past the bound. For {@link TickFlush}. */
@@ -369,7 +374,8 @@ export class ListenStream {
       try {
         accepted = this.res.write(text);
       } catch (error) {
-        this.fail(error);
+        // A write threw: the response cannot be trusted with another byte.
+        this.stop('failed', error);
         return;
       }
       if (accepted) return;
@@ -419,7 +425,8 @@ export class ListenStream {
       try {
         this.res.end(this.resultFrame(this.idJson));
       } catch (error) {
-        this.fail(error);
+        // A write threw: the response cannot be trusted with another byte.
+        this.stop('failed', error);
         return;
       }
       // The socket took the result, but may still hold it behind bytes a client that stopped reading
@@ -443,16 +450,6 @@ export class ListenStream {
       this.teardown();
     }, timeoutMs);
     this.endTimer.unref();
-  }
-
-  /** A write threw: the response cannot be trusted with another byte, so the stream ends here. */
-  private fail(error: unknown): void {
-    if (this.state === CLOSED) return;
-    if (this.state === OPEN) {
-      this.state = ENDING;
-      this.shared.onClose(this, 'failed', error);
-    }
-    this.teardown();
   }
 
   private stopKeepAlive(): void {
