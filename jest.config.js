@@ -1,32 +1,46 @@
 // jest 30 in ES-module mode (npm scripts pass --experimental-vm-modules on Node 20). @swc/jest strips
 // types and emits Nest's decorator metadata; the package's own entry points map to their sources, so
 // tests exercise exactly what `npm run build` compiles.
-/** @type {import('jest').Config} */
-export default {
+//
+// Three tiers, one jest project each, by folder (CONTRIBUTING.md says what goes where):
+// - unit: test/unit, no sockets (fake responses, fake timers); seconds.
+// - integration: test/integration, loopback HTTP and a real Redis, all in the jest process.
+// - system: test/system, sample processes, the packed tarball's examples and consumers, both Nest
+//   majors, soak, stuck, fault and fuzz suites.
+// `npm test` runs unit and integration; `npm run test:system` the third; CI runs all three.
+const transform = {
+  '^.+\\.ts$': [
+    '@swc/jest',
+    {
+      jsc: {
+        target: 'es2022',
+        parser: { syntax: 'typescript', decorators: true },
+        transform: { legacyDecorator: true, decoratorMetadata: true },
+        keepClassNames: true,
+      },
+      module: { type: 'es6' },
+      sourceMaps: 'inline',
+    },
+  ],
+};
+
+/** @param {'unit' | 'integration' | 'system'} tier */
+const project = (tier) => ({
+  displayName: tier,
   testEnvironment: 'node',
-  roots: ['<rootDir>/test'],
-  testMatch: ['<rootDir>/test/**/*.test.ts'],
-  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/nest-compat/', '<rootDir>/test/consumers/'],
+  roots: [`<rootDir>/test/${tier}`],
+  testMatch: [`<rootDir>/test/${tier}/**/*.test.ts`],
   modulePathIgnorePatterns: ['<rootDir>/test/nest-compat/', '<rootDir>/test/consumers/', '<rootDir>/dist/'],
   extensionsToTreatAsEsm: ['.ts'],
   moduleNameMapper: {
     '^mcp-subscriptions$': '<rootDir>/lib/index.ts',
     '^mcp-subscriptions/(express|nest|redis|client)$': '<rootDir>/adapters/$1/index.ts',
   },
-  transform: {
-    '^.+\\.ts$': [
-      '@swc/jest',
-      {
-        jsc: {
-          target: 'es2022',
-          parser: { syntax: 'typescript', decorators: true },
-          transform: { legacyDecorator: true, decoratorMetadata: true },
-          keepClassNames: true,
-        },
-        module: { type: 'es6' },
-        sourceMaps: 'inline',
-      },
-    ],
-  },
+  transform,
+});
+
+/** @type {import('jest').Config} */
+export default {
+  projects: [project('unit'), project('integration'), project('system')],
   testTimeout: 30_000,
 };

@@ -1,0 +1,804 @@
+/**
+ * SubscriptionHub: fan-out through its indexes, publish validation and reports, per-stream bounded
+ * queues with coalescing and the three overflow policies, the bus, listeners, limits and shutdown.
+ * Streams are opened on fake responses whose write() result and 'drain' the tests control.
+ */
+import { describe, expect, test } from '@jest/globals';
+import { createMcpHandler, McpServer, type ServerEventBus } from '@modelcontextprotocol/server';
+import {
+  ErrorCode,
+  MemoryBus,
+  SubscriptionHub,
+  type PublishReport,
+  type SubscriptionEvent,
+  type TaskState,
+} from 'mcp-subscriptions';
+import { refusalHeaders, refusalStatus, type ProtocolError } from '../../lib/internal.ts';
+import { StreamQueue } from '../../lib/stream-queue.ts';
+import {
+  FakeResponse,
+  openStream,
+  recordingLogger,
+  RESULT_MARKER,
+  settle,
+  subscriptionIdOf,
+} from '../helpers/fake-response.ts';
+import { expectOptionsError } from '../helpers/options.ts';
+
+function newHub(options: ConstructorParameters<typeof SubscriptionHub>[0] = {}) {
+  const logger = recordingLogger();
+  return { hub: new SubscriptionHub({ logger, ...options }), logger };
+}
+
+function report(partial: Partial<PublishReport>): PublishReport {
+  return { matched: 0, written: 0, queued: 0, coalesced: 0, dropped: 0, closed: 0, ...partial };
+}
+
+function task(taskId: string, status: TaskState['status'], extra: Record<string, unknown> = {}): TaskState {
+  return {
+    taskId,
+    status,
+    createdAt: '2026-07-28T10:00:00Z',
+    lastUpdatedAt: '2026-07-28T10:05:00Z',
+    ttlMs: 60_000,
+    ...extra,
+  };
+}
+
+/** Methods (and URIs, task ids) of the notifications a fake received, ignoring markers. */
+function delivered(res: FakeResponse): string[] {
+  return res.messages().map((m) => {
+    if (m.params?.uri !== undefined) return `${m.method} ${m.params.uri}`;
+    if (m.params?.taskId !== undefined) return `${m.method} ${m.params.taskId} ${m.params.status}`;
+    return m.method;
+  });
+}
+
+function thrown(fn: () => unknown): unknown {
+  try {
+    fn();
+  } catch (error) {
+    return error;
+  }
+  throw new Error('expected a throw');
+}
+
+describe('fan-out', () => {
+  test('each list change reaches exactly the streams that asked for it, tagged with their own id', async () => {
+    const { hub } = newHub();
+    const tools = new FakeResponse();
+    const prompts = new FakeResponse();
+    const both = new FakeResponse();
+    openStream(hub, tools, { id: 'a', filter: { toolsListChanged: true } });
+    openStream(hub, prompts, { id: 7, filter: { promptsListChanged: true } });
+    openStream(hub, both, {
+      id: '',
+      filter: { toolsListChanged: true, promptsListChanged: true, resourcesListChanged: true },
+    });
+
+    expect(hub.toolsListChanged()).toStrictEqual(report({ matched: 2, written: 2 }));
+    expect(hub.promptsListChanged()).toStrictEqual(report({ matched: 2, written: 2 }));
+    expect(hub.resourcesListChanged()).toStrictEqual(report({ matched: 1, written: 1 }));
+    await settle(); // a tick's events reach a stream as one write, at the end of the tick
+
+    expect(delivered(tools)).toStrictEqual(['notifications/tools/list_changed']);
+    expect(delivered(prompts)).toStrictEqual(['notifications/prompts/list_changed']);
+    expect(delivered(both)).toStrictEqual([
+      'notifications/tools/list_changed',
+      'notifications/prompts/list_changed',
+      'notifications/resources/list_changed',
+    ]);
+    expect(tools.messages().map(subscriptionIdOf)).toStrictEqual(['a']);
+    expect(prompts.messages().map(subscriptionIdOf)).toStrictEqual([7]);
+    expect(both.messages().map(subscriptionIdOf)).toStrictEqual(['', '', '']);
+    await hub.close();
+  });
+
+  test('a resource update reaches only the streams subscribed to that URI', async () => {
+    const { hub } = newHub();
+    const a = new FakeResponse();
+    const b = new FakeResponse();
+    openStream(hub, a, { id: 'a', filter: { resourceSubscriptions: ['note://x', 'note://shared'] } });
+    openStream(hub, b, { id: 'b', filter: { resourceSubscriptions: ['note://y', 'note://shared'] } });
+    expect(hub.stats().listening.resourceUris).toBe(3);
+
+    expect(hub.resourceUpdated('note://x')).toStrictEqual(report({ matched: 1, written: 1 }));
+    expect(hub.resourceUpdated('note://shared')).toStrictEqual(report({ matched: 2, written: 2 }));
+    expect(hub.resourceUpdated('note://nobody')).toStrictEqual(report({}));
+    // A list change is not a resource update.
+    expect(hub.toolsListChanged()).toStrictEqual(report({}));
+    await settle(); // a tick's events reach a stream as one write, at the end of the tick
+
+    expect(delivered(a)).toStrictEqual([
+      'notifications/resources/updated note://x',
+      'notifications/resources/updated note://shared',
+    ]);
+    expect(delivered(b)).toStrictEqual(['notifications/resources/updated note://shared']);
+    await hub.close();
+  });
+
+  test('the URI index forgets a URI when its last stream closes', async () => {
+    const { hub } = newHub();
+    const a = new FakeResponse();
+    const b = new FakeResponse();
+    openStream(hub, a, { id: 'a', filter: { resourceSubscriptions: ['note://x', 'note://shared'] } });
+    openStream(hub, b, { id: 'b', filter: { resourceSubscriptions: ['note://shared'] } });
+    a.clientClose();
+    expect(hub.stats().listening.resourceUris).toBe(1);
+    expect(hub.resourceUpdated('note://x')).toStrictEqual(report({}));
+    expect(hub.resourceUpdated('note://shared')).toStrictEqual(report({ matched: 1, written: 1 }));
+    b.clientClose();
+    expect(hub.stats().listening).toStrictEqual({
+      toolsListChanged: 0,
+      promptsListChanged: 0,
+      resourcesListChanged: 0,
+      resourceUris: 0,
+      taskIds: 0,
+    });
+    await hub.close();
+  });
+
+  test('a URI held by one stream, then three, then one again: each event reaches exactly its holders', async () => {
+    const { hub } = newHub();
+    const [a, b, c] = [new FakeResponse(), new FakeResponse(), new FakeResponse()];
+    const uri = 'note://x';
+    openStream(hub, a, { id: 'a', filter: { resourceSubscriptions: [uri] } });
+    expect(hub.resourceUpdated(uri)).toStrictEqual(report({ matched: 1, written: 1 }));
+    await settle();
+    openStream(hub, b, { id: 'b', filter: { resourceSubscriptions: [uri] } });
+    openStream(hub, c, { id: 'c', filter: { resourceSubscriptions: [uri] } });
+    expect(hub.resourceUpdated(uri)).toStrictEqual(report({ matched: 3, written: 3 }));
+    await settle();
+    b.clientClose();
+    expect(hub.resourceUpdated(uri)).toStrictEqual(report({ matched: 2, written: 2 }));
+    await settle();
+    a.clientClose();
+    expect(hub.resourceUpdated(uri)).toStrictEqual(report({ matched: 1, written: 1 }));
+    await settle();
+    // The one left holds it again by itself; a new holder joins it.
+    const d = new FakeResponse();
+    openStream(hub, d, { id: 'd', filter: { resourceSubscriptions: [uri] } });
+    expect(hub.resourceUpdated(uri)).toStrictEqual(report({ matched: 2, written: 2 }));
+    await settle();
+    expect([a, b, c, d].map((res) => delivered(res).length)).toStrictEqual([3, 1, 4, 1]);
+    expect(hub.stats().listening.resourceUris).toBe(1);
+    await hub.close();
+    expect(hub.stats().listening.resourceUris).toBe(0);
+  });
+
+  test('a task status reaches only streams listening for that id whose principal owns the task', async () => {
+    const { hub } = newHub();
+    const alice = new FakeResponse();
+    const bob = new FakeResponse();
+    const aliceOther = new FakeResponse();
+    openStream(hub, alice, { principal: 'alice', id: 1, filter: { taskIds: ['t1'] } });
+    openStream(hub, bob, { principal: 'bob', id: 1, filter: { taskIds: ['t1'] } });
+    openStream(hub, aliceOther, { principal: 'alice', id: 2, filter: { taskIds: ['t2'] } });
+
+    const state = task('t1', 'completed', { statusMessage: 'done', result: { content: [] } });
+    expect(hub.taskStatus(state, 'alice')).toStrictEqual(report({ matched: 1, written: 1 }));
+    await settle(); // a tick's events reach a stream as one write, at the end of the tick
+    expect(bob.messages().length).toBe(0);
+    expect(aliceOther.messages().length).toBe(0);
+    const [message] = alice.messages();
+    expect(message.method).toBe('notifications/tasks');
+    expect(message.params).toStrictEqual({ ...state, _meta: { 'io.modelcontextprotocol/subscriptionId': 1 } });
+    await hub.close();
+  });
+
+  test('the official SDK event shapes are accepted; fields beyond the event are not sent', async () => {
+    const { hub } = newHub();
+    const res = new FakeResponse();
+    openStream(hub, res, {
+      filter: {
+        toolsListChanged: true,
+        promptsListChanged: true,
+        resourcesListChanged: true,
+        resourceSubscriptions: ['note://a'],
+      },
+    });
+    const sdkEvents = [
+      { kind: 'tools_list_changed' },
+      { kind: 'prompts_list_changed' },
+      { kind: 'resources_list_changed' },
+      { kind: 'resource_updated', uri: 'note://a', secret: 'not for the wire' },
+    ] as SubscriptionEvent[];
+    for (const event of sdkEvents) expect(hub.publish(event).written).toBe(1);
+    await settle(); // a tick's events reach a stream as one write, at the end of the tick
+    expect(delivered(res)).toStrictEqual([
+      'notifications/tools/list_changed',
+      'notifications/prompts/list_changed',
+      'notifications/resources/list_changed',
+      'notifications/resources/updated note://a',
+    ]);
+    expect(res.text.includes('secret')).toBe(false);
+    expect(res.messages()[3].params).toStrictEqual({
+      uri: 'note://a',
+      _meta: { 'io.modelcontextprotocol/subscriptionId': 'sub-1' },
+    });
+    await hub.close();
+  });
+});
+
+describe('publish validation', () => {
+  test('invalid events throw an EventError naming the field, and reach no stream', async () => {
+    const { hub } = newHub();
+    const res = new FakeResponse();
+    openStream(hub, res, { filter: { toolsListChanged: true, resourceSubscriptions: ['note://a'] } });
+    const cases: [unknown, RegExp][] = [
+      [{ kind: 'resource_updated', uri: 'a/relative/path' }, /uri/],
+      [{ kind: 'resource_updated' }, /uri/],
+      [{ kind: 'resource_updated', uri: 'note://a b' }, /uri/],
+      [{ kind: 'tools_list_changed', uri: 'note://a' }, /uri/],
+      [{ kind: 'resources_list_changed', uri: 'note://a' }, /uri/],
+      [{ kind: 'something_else' }, /kind/],
+      [null, /kind/],
+      ['tools_list_changed', /kind/],
+      [{ kind: 'task_status', task: { status: 'working' }, owner: 'alice' }, /taskId/],
+      [{ kind: 'task_status', task: { taskId: 't', status: 'working' } }, /owner/],
+      [{ kind: 'task_status', task: { taskId: 't' }, owner: 'alice' }, /status/],
+    ];
+    for (const [event, field] of cases) {
+      const error = thrown(() => hub.publish(event as SubscriptionEvent));
+      // hasErrorCode(error, code), with the event and the error shown on failure.
+      expect({ event, error }).toMatchObject({ event, error: { code: ErrorCode.InvalidEvent } });
+      expect((error as Error).message).toMatch(field);
+    }
+    expect(() => hub.resourceUpdated('relative')).toThrow(expect.objectContaining({ code: ErrorCode.InvalidEvent }));
+    expect(res.messages()).toStrictEqual([]);
+    expect(hub.stats().published).toBe(0);
+    await hub.close();
+  });
+
+  test('a publish nobody listens for reports zeros', async () => {
+    const { hub } = newHub();
+    expect(hub.toolsListChanged()).toStrictEqual(report({}));
+    expect(hub.resourceUpdated('note://a')).toStrictEqual(report({}));
+    expect(hub.taskStatus(task('t', 'working'), 'alice')).toStrictEqual(report({}));
+    await hub.close();
+  });
+});
+
+describe('bounded queues and coalescing', () => {
+  test('while the socket pushes back, events queue and go out in order on drain', async () => {
+    const { hub } = newHub();
+    const res = new FakeResponse();
+    res.accept = false; // the ack itself fills the socket
+    openStream(hub, res, { filter: { toolsListChanged: true, resourceSubscriptions: ['note://a', 'note://b'] } });
+    expect(hub.resourceUpdated('note://a')).toStrictEqual(report({ matched: 1, queued: 1 }));
+    expect(hub.toolsListChanged()).toStrictEqual(report({ matched: 1, queued: 1 }));
+    expect(hub.resourceUpdated('note://b')).toStrictEqual(report({ matched: 1, queued: 1 }));
+    expect(hub.stats().queued).toBe(3);
+    expect(res.messages()).toStrictEqual([]);
+    res.drain();
+    expect(delivered(res)).toStrictEqual([
+      'notifications/resources/updated note://a',
+      'notifications/tools/list_changed',
+      'notifications/resources/updated note://b',
+    ]);
+    expect(hub.stats().queued).toBe(0);
+    expect(hub.toolsListChanged()).toStrictEqual(report({ matched: 1, written: 1 }));
+    await hub.close();
+  });
+
+  test('a second identical event merges into the queued one; different URIs do not', async () => {
+    const { hub } = newHub();
+    const res = new FakeResponse();
+    res.accept = false;
+    openStream(hub, res, {
+      filter: { toolsListChanged: true, promptsListChanged: true, resourceSubscriptions: ['note://a', 'note://b'] },
+    });
+    expect(hub.toolsListChanged()).toStrictEqual(report({ matched: 1, queued: 1 }));
+    expect(hub.resourceUpdated('note://a')).toStrictEqual(report({ matched: 1, queued: 1 }));
+    expect(hub.toolsListChanged()).toStrictEqual(report({ matched: 1, coalesced: 1 }));
+    expect(hub.resourceUpdated('note://a')).toStrictEqual(report({ matched: 1, coalesced: 1 }));
+    expect(hub.resourceUpdated('note://b')).toStrictEqual(report({ matched: 1, queued: 1 }));
+    expect(hub.promptsListChanged()).toStrictEqual(report({ matched: 1, queued: 1 }));
+    expect(hub.stats().queued).toBe(4);
+    expect(hub.stats().coalesced).toBe(2);
+    res.drain();
+    expect(delivered(res)).toStrictEqual([
+      'notifications/tools/list_changed',
+      'notifications/resources/updated note://a',
+      'notifications/resources/updated note://b',
+      'notifications/prompts/list_changed',
+    ]);
+    await hub.close();
+  });
+
+  test('a queued task status is replaced, in place, by the newest state of that task', async () => {
+    const { hub } = newHub();
+    const res = new FakeResponse();
+    res.accept = false;
+    openStream(hub, res, { filter: { taskIds: ['t1', 't2'], toolsListChanged: true } });
+    hub.taskStatus(task('t1', 'working', { statusMessage: 'step 1' }), 'alice');
+    hub.toolsListChanged();
+    hub.taskStatus(task('t2', 'working'), 'alice');
+    expect(hub.taskStatus(task('t1', 'input_required'), 'alice')).toStrictEqual(report({ matched: 1, coalesced: 1 }));
+    const final = task('t1', 'completed', { result: { content: [{ type: 'text', text: 'ok' }] } });
+    expect(hub.taskStatus(final, 'alice')).toStrictEqual(report({ matched: 1, coalesced: 1 }));
+    res.drain();
+    expect(delivered(res)).toStrictEqual([
+      'notifications/tasks t1 completed',
+      'notifications/tools/list_changed',
+      'notifications/tasks t2 working',
+    ]);
+    const first = res.messages()[0];
+    expect(first.params).toStrictEqual({ ...final, _meta: { 'io.modelcontextprotocol/subscriptionId': 'sub-1' } });
+    expect('statusMessage' in first.params).toBe(false);
+    await hub.close();
+  });
+
+  test('a filter with more keys than maxBuffer loses nothing: after drain, the latest update of every URI arrives', async () => {
+    for (const overflow of ['drop-oldest', 'drop-newest', 'close'] as const) {
+      const { hub } = newHub({ maxBuffer: 100, overflow });
+      const res = new FakeResponse();
+      res.accept = false;
+      const uris = Array.from({ length: 200 }, (_, i) => `note://n/${i}`);
+      openStream(hub, res, { filter: { resourceSubscriptions: uris } });
+      for (const uri of uris) expect(hub.resourceUpdated(uri)).toStrictEqual(report({ matched: 1, queued: 1 }));
+      // A second round merges into the first, in place: still one entry per URI.
+      for (const uri of uris) expect(hub.resourceUpdated(uri)).toStrictEqual(report({ matched: 1, coalesced: 1 }));
+      expect(hub.stats()).toMatchObject({ queued: 200, dropped: 0, openStreams: 1 });
+      res.drain();
+      expect(delivered(res)).toStrictEqual(uris.map((uri) => `notifications/resources/updated ${uri}`));
+      expect(hub.stats()).toMatchObject({ queued: 0, dropped: 0, openStreams: 1 });
+      await hub.close();
+    }
+  });
+
+  test("a list change or a task's final state queued first survives a flood of other keys", async () => {
+    const { hub } = newHub({ maxBuffer: 3 });
+    const res = new FakeResponse();
+    res.accept = false;
+    const uris = Array.from({ length: 50 }, (_, i) => `note://n/${i}`);
+    openStream(hub, res, {
+      filter: { toolsListChanged: true, resourcesListChanged: true, resourceSubscriptions: uris, taskIds: ['t1'] },
+    });
+    hub.toolsListChanged();
+    hub.taskStatus(task('t1', 'completed', { result: { ok: true } }), 'alice');
+    for (let round = 0; round < 3; round++) for (const uri of uris) hub.resourceUpdated(uri);
+    hub.resourcesListChanged();
+    expect(hub.stats().dropped).toBe(0);
+    res.drain();
+    expect(delivered(res)).toStrictEqual([
+      'notifications/tools/list_changed',
+      'notifications/tasks t1 completed',
+      ...uris.map((uri) => `notifications/resources/updated ${uri}`),
+      'notifications/resources/list_changed',
+    ]);
+    await hub.close();
+  });
+
+  test('maxBuffer defaults to 100; a stream that follows fewer keys queues at most one event per key', async () => {
+    const { hub } = newHub();
+    expect(hub.stats().maxBuffer).toBe(100);
+    const res = new FakeResponse();
+    res.accept = false;
+    openStream(hub, res, { filter: { toolsListChanged: true, resourceSubscriptions: ['note://a'] } });
+    for (let i = 0; i < 500; i++) {
+      hub.toolsListChanged();
+      hub.resourceUpdated('note://a');
+    }
+    expect(hub.stats()).toMatchObject({ queued: 2, coalesced: 998, dropped: 0 });
+    res.drain();
+    expect(delivered(res)).toStrictEqual([
+      'notifications/tools/list_changed',
+      'notifications/resources/updated note://a',
+    ]);
+    await hub.close();
+  });
+});
+
+describe('StreamQueue overflow policies (a queue offered more keys than its bound)', () => {
+  const frame = (name: string) => ({ head: `${name}:`, tail: ';' });
+
+  test("'drop-oldest' forgets the oldest entry; coalescing does not count against the bound", () => {
+    const queue = new StreamQueue(2, 'drop-oldest');
+    expect(['a', 'b', 'c'].map((key) => queue.push(key, frame(key)))).toStrictEqual([
+      'queued',
+      'queued',
+      'dropped-oldest',
+    ]);
+    expect(queue.push('c', frame('c2'))).toBe('coalesced');
+    expect(queue.take(64, '1', Infinity)).toStrictEqual({ text: 'b:1;c2:1;', count: 2 });
+  });
+
+  test('take() stops at its frame limit, or once the text reaches its size, with one frame at least', () => {
+    const queue = new StreamQueue(10, 'drop-oldest');
+    for (const key of ['a', 'b', 'c', 'd']) queue.push(key, frame(key));
+    expect(queue.take(64, '1', 1)).toStrictEqual({ text: 'a:1;', count: 1 });
+    expect(queue.take(64, '1', 5)).toStrictEqual({ text: 'b:1;c:1;', count: 2 });
+    expect(queue.take(1, '1', Infinity)).toStrictEqual({ text: 'd:1;', count: 1 });
+    expect(queue.size).toBe(0);
+  });
+
+  test("'drop-newest' keeps what is queued; 'close' reports the overflow", () => {
+    const newest = new StreamQueue(1, 'drop-newest');
+    newest.push('a', frame('a'));
+    expect(newest.push('b', frame('b'))).toBe('dropped');
+    expect(newest.take(64, '"x"', Infinity)).toStrictEqual({ text: 'a:"x";', count: 1 });
+    const close = new StreamQueue(1, 'close');
+    close.push('a', frame('a'));
+    expect(close.push('b', frame('b'))).toBe('overflow');
+    expect(close.clear()).toBe(1);
+  });
+});
+
+describe('listeners and the bus', () => {
+  test('subscribe() sees every MCP change event; unsubscribe is idempotent; a throwing listener is logged, not thrown', async () => {
+    const { hub, logger } = newHub();
+    const seen: SubscriptionEvent[] = [];
+    const unsubscribe = hub.subscribe((event) => seen.push(event));
+    const unsubscribeBad = hub.subscribe(() => {
+      throw new Error('listener bug');
+    });
+    const res = new FakeResponse();
+    openStream(hub, res, { filter: { toolsListChanged: true } });
+    expect(hub.toolsListChanged()).toStrictEqual(report({ matched: 1, written: 1 }));
+    hub.resourceUpdated('note://nobody');
+    expect(seen).toStrictEqual([{ kind: 'tools_list_changed' }, { kind: 'resource_updated', uri: 'note://nobody' }]);
+    expect(logger.errors.length).toBe(2);
+    unsubscribe();
+    unsubscribe();
+    unsubscribeBad();
+    hub.toolsListChanged();
+    expect(seen.length).toBe(2);
+    expect(logger.errors.length).toBe(2);
+    await hub.close();
+  });
+
+  test("the hub is the SDK's ServerEventBus: handler.notify.* reaches our streams; SDK listeners never see task events", async () => {
+    const { hub } = newHub();
+    const bus: ServerEventBus = hub;
+    const handler = createMcpHandler(() => new McpServer({ name: 'sdk', version: '1.0.0' }), { bus: hub });
+    const res = new FakeResponse();
+    openStream(hub, res, { filter: { toolsListChanged: true, resourceSubscriptions: ['note://a'] } });
+    handler.notify.toolsChanged();
+    handler.notify.resourceUpdated('note://a');
+    await settle(); // a tick's events reach a stream as one write, at the end of the tick
+    expect(delivered(res)).toStrictEqual([
+      'notifications/tools/list_changed',
+      'notifications/resources/updated note://a',
+    ]);
+
+    const sdkSeen: unknown[] = [];
+    const allSeen: SubscriptionEvent[] = [];
+    const stopSdk = bus.subscribe((event) => sdkSeen.push(event));
+    const stopAll = hub.subscribeAll((event) => allSeen.push(event));
+    const task = { taskId: 't1', status: 'working' as const, createdAt: 'x', lastUpdatedAt: 'x', ttlMs: null };
+    hub.taskStatus(task, 'alice');
+    hub.promptsListChanged();
+    expect(sdkSeen).toStrictEqual([{ kind: 'prompts_list_changed' }]);
+    expect(allSeen.map((event) => event.kind)).toStrictEqual(['task_status', 'prompts_list_changed']);
+    stopSdk();
+    stopAll();
+    await handler.close();
+    await hub.close();
+  });
+
+  test('an event published on one hub reaches the streams of the others on the bus, never echoed back', async () => {
+    const bus = new MemoryBus();
+    const { hub: a } = newHub({ bus });
+    const { hub: b } = newHub({ bus });
+    expect(bus.size).toBe(2);
+    const onA = new FakeResponse();
+    const onB = new FakeResponse();
+    openStream(a, onA, { id: 'a', filter: { resourceSubscriptions: ['note://x'] } });
+    openStream(b, onB, { id: 'b', filter: { resourceSubscriptions: ['note://x'] } });
+    const seenByA: SubscriptionEvent[] = [];
+    a.subscribe((event) => seenByA.push(event));
+
+    expect(a.resourceUpdated('note://x')).toStrictEqual(report({ matched: 1, written: 1 }));
+    await settle(); // a tick's events reach a stream as one write, at the end of the tick
+    expect(delivered(onA)).toStrictEqual(['notifications/resources/updated note://x']);
+    expect(delivered(onB)).toStrictEqual(['notifications/resources/updated note://x']);
+    expect(seenByA.length).toBe(1);
+    expect(b.stats().published).toBe(1);
+    // A listener on the receiving hub sees events that arrived over the bus.
+    const seenByB: SubscriptionEvent[] = [];
+    const stop = b.subscribe((event) => seenByB.push(event));
+    a.toolsListChanged();
+    stop();
+    expect(seenByB).toStrictEqual([{ kind: 'tools_list_changed' }]);
+
+    await a.close();
+    expect(bus.size).toBe(1);
+    b.resourceUpdated('note://x');
+    // a hub that left the bus hears nothing more
+    expect(seenByA.length).toBe(2);
+    await b.close();
+    expect(bus.size).toBe(0);
+  });
+});
+
+describe('limits and reservations', () => {
+  function capacityError(fn: () => unknown): ProtocolError {
+    const error = thrown(fn);
+    expect(error).toMatchObject({ code: ErrorCode.Protocol }); // hasErrorCode(error, code), showing the error on failure
+    return error as ProtocolError;
+  }
+
+  test('maxSubscriptions refuses with -32603 "Subscription limit reached", 503 and Retry-After; a freed slot is reusable at once', async () => {
+    const { hub } = newHub({ maxSubscriptions: 2, retryAfterSeconds: 7 });
+    const a = new FakeResponse();
+    openStream(hub, a, { principal: 'p1', id: 'a' });
+    openStream(hub, new FakeResponse(), { principal: 'p2', id: 'b' });
+    const error = capacityError(() => hub.reserve('p3', 'c'));
+    expect(error.rpcCode).toBe(-32603);
+    expect(error.message).toBe('Subscription limit reached');
+    expect(refusalStatus(error)).toBe(503);
+    expect(refusalHeaders(error)).toStrictEqual({ 'Retry-After': '7' });
+    expect(error.id).toBe('c');
+    expect(hub.stats().refused).toBe(1);
+    a.clientClose();
+    openStream(hub, new FakeResponse(), { principal: 'p3', id: 'c' });
+    expect(hub.stats().openStreams).toBe(2);
+    await hub.close();
+  });
+
+  test('maxSubscriptionsPerPrincipal bounds one principal only', async () => {
+    const { hub } = newHub({ maxSubscriptionsPerPrincipal: 1 });
+    openStream(hub, new FakeResponse(), { principal: 'alice', id: 1 });
+    const error = capacityError(() => hub.reserve('alice', 2));
+    expect(error.rpcCode).toBe(-32603);
+    expect(refusalStatus(error)).toBe(503);
+    expect(refusalHeaders(error)['Retry-After']).toBe('1');
+    openStream(hub, new FakeResponse(), { principal: 'bob', id: 1 });
+    expect(hub.openByPrincipal()).toStrictEqual({ alice: 1, bob: 1 });
+    // hub.cancel frees alice's slot synchronously.
+    expect(hub.cancel('alice', 1)).toBe(1);
+    openStream(hub, new FakeResponse(), { principal: 'alice', id: 2 });
+    await hub.close();
+  });
+
+  test('by default one principal holds at most 32 streams; the 33rd is refused while others still open theirs', async () => {
+    const { hub } = newHub();
+    expect(hub.options.maxSubscriptionsPerPrincipal).toBe(32);
+    for (let id = 1; id <= 32; id++) openStream(hub, new FakeResponse(), { principal: 'alice', id });
+    const error = capacityError(() => hub.reserve('alice', 33));
+    expect(error.message).toBe('Subscription limit reached');
+    expect(refusalStatus(error)).toBe(503);
+    expect(refusalHeaders(error)['Retry-After']).toBe('1');
+    openStream(hub, new FakeResponse(), { principal: 'bob', id: 1 });
+    expect(hub.stats().openStreams).toBe(33);
+    await hub.close();
+  });
+
+  test('maxSubscriptionsPerPrincipal: false lets one principal take every slot of maxSubscriptions', async () => {
+    const { hub } = newHub({ maxSubscriptionsPerPrincipal: false, maxSubscriptions: 40 });
+    for (let id = 1; id <= 40; id++) openStream(hub, new FakeResponse(), { principal: 'alice', id });
+    expect(capacityError(() => hub.reserve('bob', 1)).message).toBe('Subscription limit reached');
+    expect(hub.stats().openStreams).toBe(40);
+    await hub.close();
+  });
+
+  test('a reservation holds a slot until it opens or is released; release is idempotent', async () => {
+    const { hub } = newHub({ maxSubscriptions: 1, maxSubscriptionsPerPrincipal: 1 });
+    const reservation = hub.reserve('alice', 1);
+    expect(hub.stats().pendingStreams).toBe(1);
+    expect(capacityError(() => hub.reserve('bob', 2)).rpcCode).toBe(-32603);
+    reservation.release();
+    reservation.release();
+    expect(hub.stats().pendingStreams).toBe(0);
+    const again = hub.reserve('alice', 3);
+    const stream = again.open(new FakeResponse(), {
+      id: 3,
+      filter: { toolsListChanged: true },
+      keepAliveMs: false,
+      ackFrame: ': a\n\n',
+      resultFrame: () => ': r\n\n',
+    });
+    expect(stream.isOpen).toBe(true);
+    expect(hub.stats().pendingStreams).toBe(0);
+    expect(() =>
+      again.open(new FakeResponse(), { id: 3, filter: {}, keepAliveMs: false, ackFrame: '', resultFrame: () => '' }),
+    ).toThrow();
+    // Releasing after opening must not give back the open stream's slot.
+    again.release();
+    expect(capacityError(() => hub.reserve('carol', 4)).rpcCode).toBe(-32603);
+    await hub.close();
+  });
+
+  test('a stream with an empty filter is acknowledged, completed at once, and holds no slot', async () => {
+    const { hub } = newHub({ maxSubscriptions: 1, maxSubscriptionsPerPrincipal: 1 });
+    const res = new FakeResponse();
+    const stream = openStream(hub, res, { filter: {} });
+    expect(stream.isOpen).toBe(false);
+    expect(res.writableEnded).toBe(true);
+    expect(res.text).toBe(`: test-ack\n\n${RESULT_MARKER}`);
+    const stats = hub.stats();
+    expect(stats.openStreams).toBe(0);
+    expect(stats.pendingStreams).toBe(0);
+    expect(stats.closed.empty).toBe(1);
+    openStream(hub, new FakeResponse(), { id: 'next' });
+    await hub.close();
+  });
+
+  test('cancel() closes only the named stream of that principal, writing nothing more', async () => {
+    const { hub } = newHub();
+    const mine = new FakeResponse();
+    const sameIdOtherPrincipal = new FakeResponse();
+    const numericId = new FakeResponse();
+    openStream(hub, mine, { principal: 'alice', id: '1' });
+    openStream(hub, sameIdOtherPrincipal, { principal: 'bob', id: '1' });
+    openStream(hub, numericId, { principal: 'alice', id: 1 });
+    expect(hub.cancel('alice', 'nope')).toBe(0);
+    expect(hub.cancel('carol', '1')).toBe(0);
+    const before = mine.text;
+    expect(hub.cancel('alice', '1')).toBe(1);
+    expect(mine.destroyed).toBe(true);
+    expect(mine.text).toBe(before);
+    expect(sameIdOtherPrincipal.destroyed).toBe(false);
+    // the string id "1" must not match the number 1
+    expect(numericId.destroyed).toBe(false);
+    expect(hub.cancel('alice', '1')).toBe(0);
+    // Two streams of one principal under one id: a cancel closes both.
+    const twin = [new FakeResponse(), new FakeResponse()];
+    for (const res of twin) openStream(hub, res, { principal: 'carol', id: 'twin' });
+    expect(hub.cancel('carol', 'twin')).toBe(2);
+    expect(twin.map((res) => res.destroyed)).toStrictEqual([true, true]);
+    const stats = hub.stats();
+    expect(stats.openStreams).toBe(2);
+    expect(stats.closed.cancelled).toBe(3);
+    await settle();
+    expect(mine.violations).toStrictEqual([]);
+    await hub.close();
+  });
+});
+
+describe('complete and close', () => {
+  test('complete() ends every stream with its result; new streams may open afterwards', async () => {
+    const { hub } = newHub();
+    const a = new FakeResponse();
+    const b = new FakeResponse();
+    openStream(hub, a, { id: 'a' });
+    openStream(hub, b, { id: 'b' });
+    await hub.complete();
+    for (const res of [a, b]) {
+      expect(res.text.endsWith(RESULT_MARKER)).toBeTruthy();
+      expect(res.writableEnded).toBe(true);
+      expect(res.violations).toStrictEqual([]);
+    }
+    expect(hub.stats().closed.complete).toBe(2);
+    const c = new FakeResponse();
+    openStream(hub, c, { id: 'c' });
+    expect(hub.toolsListChanged().written).toBe(1);
+    await hub.close();
+    expect(c.text.endsWith(RESULT_MARKER)).toBeTruthy();
+  });
+
+  test('complete() writes what is queued before the result', async () => {
+    const { hub } = newHub();
+    const res = new FakeResponse();
+    res.accept = false;
+    openStream(hub, res, { filter: { toolsListChanged: true, resourceSubscriptions: ['note://a'] } });
+    hub.toolsListChanged();
+    hub.resourceUpdated('note://a');
+    const done = hub.complete();
+    expect(res.writableEnded).toBe(false);
+    res.drain();
+    await done;
+    expect(delivered(res)).toStrictEqual([
+      'notifications/tools/list_changed',
+      'notifications/resources/updated note://a',
+    ]);
+    expect(res.text.endsWith(RESULT_MARKER)).toBeTruthy();
+    await hub.close();
+  });
+
+  test('close() ignores later events, refuses new streams with 503, is idempotent, and leaves the bus', async () => {
+    const bus = new MemoryBus();
+    const { hub } = newHub({ bus, retryAfterSeconds: 4 });
+    const res = new FakeResponse();
+    openStream(hub, res);
+    await Promise.all([hub.close(), hub.close()]);
+    await hub.close();
+    expect(res.text.endsWith(RESULT_MARKER)).toBeTruthy();
+    expect(bus.size).toBe(0);
+    // Host code may still publish during shutdown: nothing is delivered and nothing throws.
+    const seen: SubscriptionEvent[] = [];
+    hub.subscribe((event) => seen.push(event));
+    expect(hub.toolsListChanged()).toStrictEqual(report({}));
+    expect(hub.resourceUpdated('note://a')).toStrictEqual(report({}));
+    expect(seen).toStrictEqual([]);
+    // An invalid event is still a programmer's mistake.
+    expect(() => hub.resourceUpdated('relative')).toThrow(expect.objectContaining({ code: ErrorCode.InvalidEvent }));
+    const error = thrown(() => hub.reserve('alice', 9)) as ProtocolError;
+    expect(error.code).toBe(ErrorCode.Protocol);
+    expect(error.rpcCode).toBe(-32603);
+    expect(refusalStatus(error)).toBe(503);
+    expect(refusalHeaders(error)['Retry-After']).toBe('4');
+  });
+
+  test('stats() is a snapshot of state and counters', async () => {
+    const { hub } = newHub({ maxSubscriptions: 10 });
+    openStream(hub, new FakeResponse(), {
+      principal: 'alice',
+      id: 1,
+      filter: { toolsListChanged: true, taskIds: ['t'] },
+    });
+    openStream(hub, new FakeResponse(), { principal: 'alice', id: 2, filter: { promptsListChanged: true } });
+    hub.toolsListChanged();
+    const stats = hub.stats();
+    expect(stats.openStreams).toBe(2);
+    expect(stats.opened).toBe(2);
+    expect(stats.principals).toBe(1);
+    expect(stats.maxOpenPerPrincipal).toBe(2);
+    expect(hub.openByPrincipal()).toStrictEqual({ alice: 2 });
+    expect(stats.listening).toStrictEqual({
+      toolsListChanged: 1,
+      promptsListChanged: 1,
+      resourcesListChanged: 0,
+      resourceUris: 0,
+      taskIds: 1,
+    });
+    expect(stats.published).toBe(1);
+    expect(stats.written).toBe(1);
+    expect(stats.maxSubscriptions).toBe(10);
+    stats.listening.taskIds = 99;
+    expect(hub.stats().listening.taskIds).toBe(1);
+    // Stats are meant to be exposed: counts only, no principal's name.
+    expect(JSON.stringify(hub.stats())).not.toContain('alice');
+    await hub.close();
+  });
+});
+
+describe('hub options', () => {
+  function optionError(options: unknown): Error {
+    const error = thrown(() => new SubscriptionHub(options as never));
+    expectOptionsError(error);
+    return error as Error;
+  }
+
+  test('a bad bound throws at construction in the p-queue manner, naming the field', () => {
+    expect(optionError({ maxBuffer: -5 }).message).toBe(
+      'mcp-subscriptions: Expected `maxBuffer` to be a positive integer, got `-5` (number)',
+    );
+    for (const field of [
+      'maxBuffer',
+      'maxSubscriptions',
+      'completeTimeoutMs',
+      'retryAfterSeconds',
+      'maxSubscriptionsPerPrincipal',
+      'stallTimeoutMs',
+    ]) {
+      for (const value of [0, -1, 1.5, '10', Number.NaN, Infinity, true]) {
+        const message = optionError({ [field]: value }).message;
+        expect(message).toContain(`\`${field}\``);
+      }
+    }
+    expect(optionError({ maxSubscriptions: '10' }).message).toMatch(/got `10` \(string\)/);
+    const tooLong = optionError({ stallTimeoutMs: 2 ** 31 });
+    expect(tooLong).toMatchObject({ code: ErrorCode.DurationTooLong });
+    expect(tooLong.message).toContain('`stallTimeoutMs`');
+  });
+
+  test('overflow, bus and logger are checked too', () => {
+    expect(optionError({ overflow: 'drop-all' }).message).toMatch(
+      /`overflow`.*'drop-oldest', 'drop-newest', 'close'.*`drop-all` \(string\)/,
+    );
+    expect(optionError({ bus: {} }).message).toMatch(/`bus`/);
+    expect(optionError({ logger: { warn() {} } }).message).toMatch(/`logger`/);
+    expect(optionError('fast').message).toMatch(/options/);
+  });
+
+  test('defaults are applied to a frozen copy; the input is not touched', async () => {
+    const input = { maxBuffer: 5, logger: recordingLogger() };
+    const snapshot = { ...input };
+    const hub = new SubscriptionHub(input);
+    expect(input).toStrictEqual(snapshot);
+    expect(Object.isFrozen(hub.options)).toBe(true);
+    expect(hub.options.maxBuffer).toBe(5);
+    expect(hub.options.overflow).toBe('drop-oldest');
+    expect(hub.options.maxSubscriptions).toBe(1024);
+    expect(hub.options.maxSubscriptionsPerPrincipal).toBe(32);
+    expect(hub.options.retryAfterSeconds).toBe(1);
+    expect(hub.options.completeTimeoutMs).toBe(3000);
+    expect(hub.options.stallTimeoutMs).toBe(60_000);
+    expect(new SubscriptionHub({ stallTimeoutMs: false, logger: recordingLogger() }).options.stallTimeoutMs).toBe(
+      false,
+    );
+    await hub.close();
+  });
+});
