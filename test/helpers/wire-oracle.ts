@@ -4,7 +4,7 @@
  * adapters/redis/wire.ts), written out independently of the bus's decoder so that the fuzzer can judge
  * every message exactly: ignore it as the node's own, drop it (counted), or hand the event or the
  * cancellation to every hub of the node. Only "is this an absolute URI" is asked of the library, as
- * listen-oracle.ts does (that rule is fuzzed on its own in test/fuzz.test.ts).
+ * listen-oracle.ts does (that rule is fuzzed on its own in test/system/fuzz.test.ts).
  *
  * Also here: which stream an accepted event or cancellation reaches, and the exact frame it writes
  * there (spec §3), so that what a client reads can be compared byte for byte.

@@ -15,7 +15,7 @@
  *    then gets the events of both instances;
  * 5. the survivor still stops within the contract's 5 s of SIGTERM, exit 0, its streams completed.
  *
- * Black-box, like the REDIS_URL rows of test/contract.test.ts: the samples run as child processes
+ * Black-box, like the REDIS_URL rows of test/system/contract.test.ts: the samples run as child processes
  * exactly as `npm start` / `npm run start:nest` do, on a redis-server of this file's own, and
  * notifications are read with the package's own listen client over real HTTP on loopback. Absence is
  * never proven by waiting: every watched stream also follows a "sentinel" shared note, and after an

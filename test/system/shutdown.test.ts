@@ -5,7 +5,7 @@
  * shutdown cannot finish (a client that stopped reading; a request that never completes), the process
  * is still gone within 5 s, with 0 only when every stream was ended within the library's bounds.
  *
- * Black-box, like test/contract.test.ts: each sample runs as a child process exactly as `npm start`
+ * Black-box, like test/system/contract.test.ts: each sample runs as a child process exactly as `npm start`
  * would, and everything goes over real HTTP on loopback with a real SSE reader per stream. The last
  * case is the library's own, in process: the bound of a graceful end must hold until the terminal
  * result has left the server, or one stopped reader holds its connection, and so the shutdown, for ever.

@@ -1,4 +1,4 @@
-// The source of every CommonJS consumer of the packed package (test/package.test.ts writes it into each
+// The source of every CommonJS consumer of the packed package (test/system/package.test.ts writes it into each
 // consumer's src/ before compiling it there): a value and a type from each entry, then where the
 // entries were found, printed as one JSON line.
 import { SubscriptionHub, type HubStats } from 'mcp-subscriptions';
