@@ -154,7 +154,12 @@ describe('authorizeEach: answers', () => {
     // A thenable that is not a Promise is waited for too.
     const thenable = authorizeEach(
       items,
-      [(item) => ({ then: (resolve: (value: boolean) => void) => resolve(answers[item] as boolean) })],
+      [
+        (item) =>
+          ({
+            then: (resolve: (value: boolean) => void) => resolve(answers[item] as boolean),
+          }) as unknown as PromiseLike<boolean>,
+      ],
       BASE,
       runOf().run,
     );
