@@ -110,6 +110,51 @@ describe('SseReader', () => {
     expect(events).toStrictEqual([message('now'), message('next')]);
   });
 
+  test('CRLF line ends split anywhere, empty chunks between, mixed with LF ones: the same events, no extra blank line', () => {
+    // Multi-line data, so that a CRLF read as two line ends would dispatch early (one event becomes two);
+    // LF-only lines after CRLF ones, so that an LF skipped for a CR long gone would lose a line end.
+    const input = bytes(
+      [
+        'data: one\r\n',
+        'data: two\r\n',
+        '\r\n',
+        ': c\r\n',
+        'event: x\r\n',
+        'data: 3\n',
+        '\n',
+        'id: 9\r\n',
+        'data: a\r\n',
+        'data: b\r',
+        '\n',
+        'data: c\n',
+        '\r\n',
+        'data: d\n',
+        '\n',
+      ].join(''),
+    );
+    const expected: Parsed = {
+      events: [
+        message('one\ntwo'),
+        { type: 'x', data: '3', lastEventId: '' },
+        message('a\nb\nc', '9'),
+        message('d', '9'),
+      ],
+      comments: ['c'],
+      retries: [],
+    };
+    const empty = new Uint8Array(0);
+    const ways: [string, Uint8Array[]][] = [
+      ['whole', [input]],
+      ...splits(input).map((chunks, i): [string, Uint8Array[]] => [
+        i < input.length + 1 ? `split at ${i}` : 'byte by byte',
+        chunks,
+      ]),
+      // An empty chunk after every byte: a CR's line end must survive a chunk that decodes to nothing.
+      ['byte by byte, an empty chunk after each', Array.from(input).flatMap((byte) => [Uint8Array.of(byte), empty])],
+    ];
+    for (const [way, chunks] of ways) expect({ [way]: parse(chunks) }).toStrictEqual({ [way]: expected });
+  });
+
   test('a BOM is skipped only at the start of the stream, even split across chunks', () => {
     const bom = bytes('\uFEFF');
     expect(bom).toStrictEqual(Uint8Array.of(0xef, 0xbb, 0xbf));

@@ -13,7 +13,7 @@ import {
   type SubscriptionEvent,
   type TaskState,
 } from 'mcp-subscriptions';
-import { refusalHeaders, refusalStatus, type ProtocolError } from '../../lib/internal.ts';
+import { createListenHandler, refusalHeaders, refusalStatus, type ProtocolError } from '../../lib/internal.ts';
 import { StreamQueue } from '../../lib/stream-queue.ts';
 import {
   FakeResponse,
@@ -24,6 +24,7 @@ import {
   subscriptionIdOf,
 } from '../helpers/fake-response.ts';
 import { expectOptionsError } from '../helpers/options.ts';
+import { listenBody, listenHeaders } from '../helpers/sse.ts';
 
 function newHub(options: ConstructorParameters<typeof SubscriptionHub>[0] = {}) {
   const logger = recordingLogger();
@@ -799,6 +800,135 @@ describe('hub options', () => {
     expect(new SubscriptionHub({ stallTimeoutMs: false, logger: recordingLogger() }).options.stallTimeoutMs).toBe(
       false,
     );
+    await hub.close();
+  });
+});
+
+/**
+ * Second, independent checks of guarantees each held up by one assertion before. Streams are opened
+ * through the engine's handler, as an adapter opens them.
+ */
+describe('through the engine: the task index and coalescing, checked by what is delivered', () => {
+  const TASKS_META = {
+    'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } },
+  };
+
+  /** Opens a listen of `principal` with id `id` on `res`; resolves once it is acknowledged. */
+  async function listen(
+    hub: SubscriptionHub,
+    res: FakeResponse,
+    id: string,
+    notifications: Record<string, unknown>,
+    principal = 'alice',
+  ): Promise<void> {
+    const handler = createListenHandler({
+      hub,
+      capabilities: { toolsListChanged: true, resourceSubscriptions: true, tasks: true },
+      canRead: () => true,
+      canAccessTask: () => true,
+      keepAliveMs: false,
+    });
+    await handler.handle(
+      { body: listenBody(id, notifications, TASKS_META), headers: listenHeaders(), principal, request: {} },
+      res,
+    );
+  }
+
+  const endings: Record<string, (hub: SubscriptionHub, res: FakeResponse) => Promise<void>> = {
+    'hangs up': async (_hub, res) => {
+      res.clientClose();
+      await settle();
+    },
+    'is cancelled': async (hub) => {
+      expect(hub.cancel('alice', 'first')).toBe(1);
+      await settle();
+    },
+    'is completed': (hub) => hub.complete(),
+  };
+
+  for (const [ending, end] of Object.entries(endings)) {
+    test(`a stream that ${ending} is no longer reached through the task index; a new holder is reached alone`, async () => {
+      const { hub } = newHub();
+      const first = new FakeResponse();
+      await listen(hub, first, 'first', { taskIds: ['t1', 't2'] });
+      expect(hub.taskStatus(task('t1', 'working'), 'alice')).toStrictEqual(report({ matched: 1, written: 1 }));
+      await settle();
+      await end(hub, first);
+      const seenByFirst = first.text;
+      // The index would still hand the event to the closed stream (counted as matched) if it kept it.
+      expect(hub.taskStatus(task('t1', 'working'), 'alice')).toStrictEqual(report({}));
+      expect(hub.taskStatus(task('t2', 'working'), 'alice')).toStrictEqual(report({}));
+      const second = new FakeResponse();
+      await listen(hub, second, 'second', { taskIds: ['t1'] });
+      expect(hub.taskStatus(task('t1', 'completed'), 'alice')).toStrictEqual(report({ matched: 1, written: 1 }));
+      await settle();
+      expect(delivered(second).slice(1)).toStrictEqual(['notifications/tasks t1 completed']); // after the ack
+      expect(first.text).toBe(seenByFirst);
+      await hub.close();
+    });
+  }
+
+  /** The task frames of a response, by task id: their position among all frames and their state. */
+  function taskFrames(res: FakeResponse): { at: number; taskId: string; status: string; step?: unknown }[] {
+    return res
+      .messages()
+      .slice(1) // the acknowledgement
+      .flatMap((message, at) =>
+        message.method === 'notifications/tasks'
+          ? [{ at, taskId: message.params.taskId, status: message.params.status, step: message.params.step }]
+          : [],
+      );
+  }
+
+  test('a queue holding every key the stream follows (full) keeps the newest state of a task, in place', async () => {
+    const { hub } = newHub();
+    const res = new FakeResponse();
+    res.accept = false; // the ack fills the socket: everything after it queues
+    // More keys than any default bound, so that the queue is full once each key has one entry.
+    const uris = Array.from({ length: 120 }, (_, i) => `note://n/${i}`);
+    await listen(hub, res, 'full', { toolsListChanged: true, resourceSubscriptions: uris, taskIds: ['t1', 't2'] });
+    hub.taskStatus(task('t1', 'working', { step: 1 }), 'alice');
+    hub.toolsListChanged();
+    for (const uri of uris) hub.resourceUpdated(uri);
+    hub.taskStatus(task('t2', 'working', { step: 1 }), 'alice');
+    expect(hub.stats().queued).toBe(uris.length + 3); // one entry per key followed: full
+    // Newer states of both tasks arrive while the queue is full.
+    expect(hub.taskStatus(task('t1', 'input_required', { step: 2 }), 'alice')).toStrictEqual(
+      report({ matched: 1, coalesced: 1 }),
+    );
+    expect(hub.taskStatus(task('t1', 'completed', { step: 3 }), 'alice')).toStrictEqual(
+      report({ matched: 1, coalesced: 1 }),
+    );
+    expect(hub.taskStatus(task('t2', 'failed', { step: 2 }), 'alice')).toStrictEqual(
+      report({ matched: 1, coalesced: 1 }),
+    );
+    expect(hub.stats()).toMatchObject({ queued: uris.length + 3, dropped: 0 });
+    res.drain();
+    expect(taskFrames(res)).toStrictEqual([
+      { at: 0, taskId: 't1', status: 'completed', step: 3 },
+      { at: uris.length + 2, taskId: 't2', status: 'failed', step: 2 },
+    ]);
+    expect(res.messages()).toHaveLength(1 + uris.length + 3);
+    await hub.close();
+  });
+
+  test('a queue with room left keeps the newest state of a task in place too, whatever else queued between', async () => {
+    const { hub } = newHub();
+    const res = new FakeResponse();
+    res.accept = false;
+    await listen(hub, res, 'room', { toolsListChanged: true, resourceSubscriptions: ['note://a'], taskIds: ['t1'] });
+    hub.resourceUpdated('note://a');
+    hub.taskStatus(task('t1', 'working', { step: 1 }), 'alice');
+    hub.toolsListChanged();
+    for (let step = 2; step <= 5; step++) hub.taskStatus(task('t1', 'working', { step }), 'alice');
+    expect(hub.stats()).toMatchObject({ queued: 3, coalesced: 4, dropped: 0 });
+    res.drain();
+    expect(taskFrames(res)).toStrictEqual([{ at: 1, taskId: 't1', status: 'working', step: 5 }]);
+    expect(delivered(res).slice(1)).toStrictEqual([
+      'notifications/resources/updated note://a',
+      'notifications/tasks t1 working',
+      'notifications/tools/list_changed',
+    ]);
     await hub.close();
   });
 });

@@ -105,6 +105,20 @@ function fakeSetTimeoutOnly(): void {
   });
 }
 
+/**
+ * Whether `promise` settled within `turns` turns of the event loop (setImmediate is never faked): a
+ * bounded wait with an answer to assert, where `await promise` would only end by jest's timeout.
+ */
+async function settledWithin(promise: Promise<unknown>, turns = 100): Promise<boolean> {
+  let settled = false;
+  const done = (): void => {
+    settled = true;
+  };
+  promise.then(done, done);
+  for (let i = 0; i < turns && !settled; i++) await settle();
+  return settled;
+}
+
 const taskMeta = { 'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS]: {} } } };
 
 function ackOf(res: FakeResponse): any {
@@ -601,7 +615,7 @@ describe('per-URI checks', () => {
     await settleUntil(() => listenLogger.warns.length === 4, 'the four immediate failures to be logged');
     expect(res.headersSent).toBe(false);
     jest.advanceTimersByTime(1000);
-    await handled;
+    expect(await settledWithin(handled)).toBe(true); // the hanging check's timeout ended the wait
 
     expect(ackOf(res)).toStrictEqual({ resourceSubscriptions: ['note://ok/1', 'note://ok/2'] });
     expect(res.text.includes('secret')).toBe(false);
@@ -935,7 +949,10 @@ describe('bounded authorization: a deadline per listen, a signal per check, a bo
     await settle();
     expect(res.headersSent).toBe(false);
     jest.advanceTimersByTime(1);
-    await handled;
+    // The deadline, not a check, ends the wait: asserted within a bounded number of turns, so that a
+    // deadline that never fires fails here rather than by jest's timeout.
+    expect(await settledWithin(handled)).toBe(true);
+    expect(res.statusCode).toBe(200);
     expect(ackOf(res)).toStrictEqual({ resourceSubscriptions: ['note://fast/1', 'note://fast/2'] });
     for (const uri of ['note://slow/1', 'note://slow/2']) {
       const signal = signals.get(uri)!;
@@ -972,8 +989,9 @@ describe('bounded authorization: a deadline per listen, a signal per check, a bo
     jest.advanceTimersByTime(50);
     slow.resolve(true);
     await settle();
+    expect(res.headersSent).toBe(false); // still waiting on the check that hangs
     jest.advanceTimersByTime(50);
-    await handled;
+    expect(await settledWithin(handled)).toBe(true); // its timeout ended the wait
     expect(hangs.aborted).toBe(true);
     expect((hangs.reason as { code?: unknown }).code).toBe(ErrorCode.CheckTimeout);
     expect(other.aborted).toBe(false);

@@ -13,6 +13,8 @@ import {
   RESULT_MARKER,
   settle,
 } from '../helpers/fake-response.ts';
+import { createListenHandler } from '../../lib/internal.ts';
+import { listenBody, listenHeaders } from '../helpers/sse.ts';
 
 const KEEPALIVE = ': keepalive\n\n';
 
@@ -835,6 +837,87 @@ describe('batching: one write per stream per tick', () => {
     await Promise.resolve();
     expect(res.chunks.slice(3)).toStrictEqual([toolsFrame()]);
     expect(res.violations).toStrictEqual([]);
+    await hub.close();
+  });
+});
+
+describe('keepalive clocks, freed however a stream ends', () => {
+  /** A response whose `write()` throws once armed, as a write wrapped by a middleware may. */
+  class ThrowingResponse extends FakeResponse {
+    armed = false;
+    override write(chunk: string): boolean {
+      if (this.armed) throw new Error('the wrapped write broke');
+      return super.write(chunk);
+    }
+  }
+
+  /** Opens a stream through the engine's handler (not the hub's reservations), with keepalives every `ms`. */
+  async function listenWith(hub: SubscriptionHub, res: FakeResponse, id: string, ms: number): Promise<void> {
+    const handler = createListenHandler({ hub, capabilities: { toolsListChanged: true }, keepAliveMs: ms });
+    await handler.handle(
+      { body: listenBody(id, { toolsListChanged: true }), headers: listenHeaders(), principal: 'alice', request: {} },
+      res,
+    );
+    expect(res.messages()[0]?.method).toBe('notifications/subscriptions/acknowledged');
+  }
+
+  const endings: Record<string, (hub: SubscriptionHub, res: ThrowingResponse) => void | Promise<void>> = {
+    'a hang-up': (_hub, res) => res.clientClose(),
+    'a cancel': (hub) => {
+      expect(hub.cancel('alice', 'first')).toBe(1);
+    },
+    'a write that throws': async (hub, res) => {
+      res.armed = true;
+      hub.toolsListChanged();
+      await settle(); // the tick's batch is written now, and the write throws
+    },
+  };
+
+  for (const [ending, end] of Object.entries(endings)) {
+    test(`after ${ending}, no keepalive timer is left, and the next stream of that period starts a clock of its own`, async () => {
+      fakeTimers();
+      const hub = newHub();
+      const first = new ThrowingResponse();
+      await listenWith(hub, first, 'first', 1000);
+      expect(jest.getTimerCount()).toBe(1);
+      jest.advanceTimersByTime(600);
+      await end(hub, first);
+      expect(hub.stats().openStreams).toBe(0);
+      // First check: the clock's timer is gone.
+      expect(jest.getTimerCount()).toBe(0);
+      // Second check, by behaviour: a stream opened now (t = 600) is not put on the old clock (which
+      // would tick at t = 1000); its own clock gives it its first keepalive a full period later.
+      const second = new FakeResponse();
+      await listenWith(hub, second, 'second', 1000);
+      jest.advanceTimersByTime(999);
+      expect(count(second.text, KEEPALIVE)).toBe(0);
+      jest.advanceTimersByTime(1);
+      expect(count(second.text, KEEPALIVE)).toBe(1);
+      expect(count(first.text, KEEPALIVE)).toBe(0);
+      second.clientClose();
+      expect(jest.getTimerCount()).toBe(0);
+      await hub.close();
+    });
+  }
+
+  test('a write that throws closes its stream as failed, and only that one', async () => {
+    fakeTimers();
+    const hub = newHub();
+    const broken = new ThrowingResponse();
+    const healthy = new FakeResponse();
+    await listenWith(hub, broken, 'first', 1000);
+    await listenWith(hub, healthy, 'other', 1000);
+    broken.armed = true;
+    hub.toolsListChanged();
+    await settle();
+    expect(hub.stats().closed.failed).toBe(1);
+    expect(hub.stats().openStreams).toBe(1);
+    expect(broken.destroyed).toBe(true);
+    jest.advanceTimersByTime(1000);
+    expect(count(healthy.text, KEEPALIVE)).toBe(1);
+    expect(jest.getTimerCount()).toBe(1); // the clock the healthy stream still needs
+    healthy.clientClose();
+    expect(jest.getTimerCount()).toBe(0);
     await hub.close();
   });
 });
