@@ -1,10 +1,20 @@
 // ESLint flat config: typescript-eslint's type-checked rules, plus the import boundaries of the
 // layout (lib/ knows no framework; adapters reach lib only through its two doors, never each other, and
-// the client through the public one only, with fetch for HTTP; host apps use the published entries only).
+// the client through lib/core.ts only, which stands on leaves, with fetch for HTTP; host apps use the
+// published entries only).
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 const frameworks = ['express', 'express4', '@nestjs/*', 'ioredis', 'redis', 'rxjs', 'class-validator'];
+
+// lib/ imports only node:* and itself.
+const libPatterns = [
+  { group: frameworks, message: 'lib/ is framework-free: it imports only node:* and itself.' },
+  { group: ['../adapters/*', '../sample-app/*', '../*/**'], message: 'lib/ imports only itself.' },
+];
+
+// What lib/core.ts reaches at run time: the client loads it, and nothing of the server with it.
+const coreFiles = ['core', 'errors', 'validate', 'events'];
 
 export default tseslint.config(
   // test/nest-compat/: apps for another Nest major each; test/consumers/: projects compiled against the packed
@@ -42,9 +52,30 @@ export default tseslint.config(
       'no-restricted-imports': [
         'error',
         {
+          patterns: libPatterns,
+        },
+      ],
+    },
+  },
+  {
+    // The client's core: leaves only at run time (types may come from anywhere in lib/, they are erased).
+    files: coreFiles.map((name) => `lib/${name}.ts`),
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
           patterns: [
-            { group: frameworks, message: 'lib/ is framework-free: it imports only node:* and itself.' },
-            { group: ['../adapters/*', '../sample-app/*', '../*/**'], message: 'lib/ imports only itself.' },
+            ...libPatterns,
+            {
+              regex: '^node:',
+              allowTypeImports: true,
+              message: 'lib/core.ts and the leaves behind it import no node:* module: the client loads them.',
+            },
+            {
+              regex: `^\\./(?!(${coreFiles.join('|')})\\.ts$)`,
+              allowTypeImports: true,
+              message: `lib/core.ts stands on leaves only (${coreFiles.map((name) => `${name}.ts`).join(', ')}), types aside.`,
+            },
           ],
         },
       ],
@@ -69,8 +100,8 @@ export default tseslint.config(
     },
   },
   {
-    // The client runs in apps that have none of the server's frameworks: lib through its public door
-    // only, and HTTP through fetch only (the caller may hand its own).
+    // The client runs in apps that have none of the server's frameworks: lib through lib/core.ts only
+    // (the other doors reach the server's engine), and HTTP through fetch only (the caller may hand its own).
     files: ['adapters/client/**/*.ts'],
     rules: {
       'no-restricted-imports': [
@@ -82,8 +113,9 @@ export default tseslint.config(
           patterns: [
             { group: frameworks, message: 'The client imports no framework.' },
             {
-              regex: '^\\.\\./\\.\\./lib/(?!index\\.ts$)',
-              message: 'The client imports lib only through its public door, lib/index.ts.',
+              regex: '^\\.\\./\\.\\./lib/(?!core\\.ts$)',
+              message:
+                'The client imports lib only through lib/core.ts: the doors (index.ts, internal.ts) reach the server engine.',
             },
             { regex: '^\\.\\./(?!\\.\\./lib/)', message: 'An adapter never imports another adapter.' },
           ],

@@ -8,7 +8,8 @@
 import type { IncomingMessage } from 'node:http';
 import { describeValue, ErrorCode, hasErrorCode, ProtocolError, type RefusalReason } from './errors.ts';
 import { anonymousPrincipal, isAnonymous } from './principal.ts';
-import { CANCELLED_METHOD, echoableId, errorResponseJson, LISTEN_METHOD } from './protocol.ts';
+import { CANCELLED_METHOD, LISTEN_METHOD } from './events.ts';
+import { echoableId, errorResponseJson } from './protocol.ts';
 import type { HeaderBag, ListenHandler, NodeAdapterOptions, StreamResponse } from './types.ts';
 import { optionKeys } from './validate.ts';
 

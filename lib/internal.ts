@@ -2,9 +2,10 @@
  * The adapters' door: what `mcp-subscriptions/express` and `mcp-subscriptions/nest` share and users
  * must not depend on. The package's `exports` do not publish this file, so nothing here is a public
  * API: it changes whenever an adapter needs it to. Adapters import lib/ through this file and
- * lib/index.ts only (ESLint enforces it).
+ * lib/index.ts only (ESLint enforces it); the client, through lib/core.ts, re-exported here.
  */
 export * from './index.ts';
+export * from './core.ts';
 export { checkListenOptions, createListenHandler, isHub, LISTEN_OPTION_KEYS, resolveListenOptions } from './listen.ts';
 export type { CheckedListenOptions, ListenOptionsScope } from './listen.ts';
 export { HUB_OPTION_KEYS, resolveHubOptions } from './subscription-hub.ts';
@@ -26,42 +27,10 @@ export {
   writeProtocolError,
 } from './http.ts';
 export type { NodeRequest, NodeServeOptions } from './http.ts';
-export { describeValue, ProtocolError, RpcErrorCode, SUBSCRIPTION_LIMIT_MESSAGE } from './errors.ts';
+export { ProtocolError, RpcErrorCode, SUBSCRIPTION_LIMIT_MESSAGE } from './errors.ts';
 export type { RefusalReason } from './errors.ts';
-export {
-  booleanOption,
-  durationMs,
-  durationOrFalse,
-  given,
-  knownKeys,
-  loggerOption,
-  MAX_TIMER_MS,
-  nearestKey,
-  oneOf,
-  optionalFunction,
-  optionKeys,
-  optionsObject,
-  positiveInteger,
-  positiveIntegerOrFalse,
-} from './validate.ts';
 export { consoleLogger } from './diagnostics.ts';
-export {
-  CLIENT_CAPABILITIES_META_KEY,
-  NOTIFICATION_METHODS,
-  PROTOCOL_VERSION_META_KEY,
-  SERVER_INFO_META_KEY,
-  SUBSCRIPTION_ID_META_KEY,
-  SUPPORTED_PROTOCOL_VERSIONS,
-  TASKS_EXTENSION,
-} from './events.ts';
-export {
-  CANCELLED_METHOD,
-  isAbsoluteUri,
-  LISTEN_METHOD,
-  parseJsonBody,
-  parseListenRequest,
-  validateEvent,
-} from './protocol.ts';
+export { isAbsoluteUri, parseJsonBody, parseListenRequest, validateEvent } from './protocol.ts';
 export type { ListenRequest, ParseOptions } from './protocol.ts';
 export { ListenStream } from './listen-stream.ts';
 export type { DeliverOutcome } from './listen-stream.ts';

@@ -4,7 +4,10 @@
  * stream writes. Validation is linear in the request's size.
  */
 import {
+  ACK_METHOD,
+  CANCELLED_METHOD,
   CLIENT_CAPABILITIES_META_KEY,
+  LISTEN_METHOD,
   NOTIFICATION_METHODS,
   PROTOCOL_VERSION_META_KEY,
   SERVER_INFO_META_KEY,
@@ -14,11 +17,7 @@ import {
 import { describeValue, EventError, ProtocolError } from './errors.ts';
 import { sseFrame, splitFrame, type SplitFrame } from './sse.ts';
 import type { HeaderBag, NotificationFilter, RequestId, SubscriptionEvent } from './types.ts';
-
-/** The listen method's name. */
-export const LISTEN_METHOD = 'subscriptions/listen';
-/** The cancellation notification's method. */
-export const CANCELLED_METHOD = 'notifications/cancelled';
+import { isPlainObject } from './validate.ts';
 
 /** A validated listen request: what the engine needs, and nothing of the body besides. */
 export interface ListenRequest {
@@ -59,10 +58,6 @@ export function isAbsoluteUri(value: string): boolean {
   return ABSOLUTE_ASCII_URI.test(value) || ABSOLUTE_URI.test(value);
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 function header(headers: HeaderBag, name: string): string | undefined {
   const value = headers[name];
   return typeof value === 'string' ? value : value?.[0];
@@ -85,7 +80,7 @@ export function parseJsonBody(text: string): unknown {
 
 /** The id to echo on an error: the body's id when it is a string or a number, else `null`. */
 export function echoableId(body: unknown): RequestId | null {
-  if (!isObject(body)) return null;
+  if (!isPlainObject(body)) return null;
   const { id } = body;
   return typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id)) ? id : null;
 }
@@ -96,7 +91,7 @@ export function echoableId(body: unknown): RequestId | null {
  */
 export function parseListenRequest(body: unknown, headers: HeaderBag, options: ParseOptions): ListenRequest {
   // -32600: a single JSON-RPC request object.
-  if (!isObject(body)) {
+  if (!isPlainObject(body)) {
     throw new ProtocolError(
       'invalid-request',
       Array.isArray(body)
@@ -119,20 +114,20 @@ export function parseListenRequest(body: unknown, headers: HeaderBag, options: P
   if (typeof body.method !== 'string') {
     throw new ProtocolError('invalid-request', 'Invalid Request: `method` must be a string', { id });
   }
-  if (body.params !== undefined && !isObject(body.params)) {
+  if (body.params !== undefined && !isPlainObject(body.params)) {
     throw new ProtocolError('invalid-request', 'Invalid Request: `params` must be an object', { id });
   }
 
   // -32602: the request envelope in `_meta`.
   const params = body.params ?? {};
   const meta = params._meta;
-  if (!isObject(meta)) throw invalidParams('`params._meta` is required and must be an object', id);
+  if (!isPlainObject(meta)) throw invalidParams('`params._meta` is required and must be an object', id);
   const protocolVersion = meta[PROTOCOL_VERSION_META_KEY];
   if (typeof protocolVersion !== 'string' || protocolVersion === '') {
     throw invalidParams(`\`params._meta["${PROTOCOL_VERSION_META_KEY}"]\` is required and must be a string`, id);
   }
   const clientCapabilities = meta[CLIENT_CAPABILITIES_META_KEY];
-  if (!isObject(clientCapabilities)) {
+  if (!isPlainObject(clientCapabilities)) {
     throw invalidParams(
       `\`params._meta["${CLIENT_CAPABILITIES_META_KEY}"]\` is required and must be an object ({} declares none)`,
       id,
@@ -177,9 +172,9 @@ export function parseListenRequest(body: unknown, headers: HeaderBag, options: P
   const notifications = params.notifications;
 
   // -32021: task ids need the extension declared on this very request (spec §7).
-  if (options.tasksEnabled && isObject(notifications) && notifications.taskIds !== undefined) {
+  if (options.tasksEnabled && isPlainObject(notifications) && notifications.taskIds !== undefined) {
     const extensions = clientCapabilities.extensions;
-    if (!isObject(extensions) || !isObject(extensions[TASKS_EXTENSION])) {
+    if (!isPlainObject(extensions) || !isPlainObject(extensions[TASKS_EXTENSION])) {
       throw new ProtocolError(
         'missing-capability',
         `Missing required client capability: \`taskIds\` needs the ${TASKS_EXTENSION} extension declared in \`clientCapabilities.extensions\``,
@@ -189,7 +184,7 @@ export function parseListenRequest(body: unknown, headers: HeaderBag, options: P
   }
 
   // -32602: the filter.
-  if (!isObject(notifications)) {
+  if (!isPlainObject(notifications)) {
     throw invalidParams('`params.notifications` is required and must be an object', id);
   }
   const filter: {
@@ -249,9 +244,9 @@ function stringList(
 
 /** The listen request id a `notifications/cancelled` names, or `undefined` when the body is not one. */
 export function cancelledRequestId(body: unknown): RequestId | undefined {
-  if (!isObject(body) || body.method !== CANCELLED_METHOD || body.id !== undefined) return undefined;
+  if (!isPlainObject(body) || body.method !== CANCELLED_METHOD || body.id !== undefined) return undefined;
   const params = body.params;
-  if (!isObject(params)) return undefined;
+  if (!isPlainObject(params)) return undefined;
   const requestId = params.requestId;
   return typeof requestId === 'string' || (typeof requestId === 'number' && Number.isFinite(requestId))
     ? requestId
@@ -268,7 +263,7 @@ export function errorResponseJson(error: ProtocolError): string {
 /** The acknowledgement frame (spec §2): always the first message of a stream. */
 export function ackFrame(idJson: string, honored: NotificationFilter): string {
   return sseFrame(
-    `{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"${SUBSCRIPTION_ID_META_KEY}":${idJson}},"notifications":${JSON.stringify(honored)}}}`,
+    `{"jsonrpc":"2.0","method":"${ACK_METHOD}","params":{"_meta":{"${SUBSCRIPTION_ID_META_KEY}":${idJson}},"notifications":${JSON.stringify(honored)}}}`,
   );
 }
 
@@ -308,9 +303,9 @@ const KINDS = new Set(Object.keys(NOTIFICATION_METHODS));
  * {@link EventError} naming the field: publishing a bad event is a programmer's mistake.
  */
 export function validateEvent(event: unknown): SubscriptionEvent {
-  if (!isObject(event) || typeof event.kind !== 'string' || !KINDS.has(event.kind)) {
+  if (!isPlainObject(event) || typeof event.kind !== 'string' || !KINDS.has(event.kind)) {
     throw new EventError(
-      `Expected an event with \`kind\` one of ${[...KINDS].join(', ')}, got ${describeValue(isObject(event) ? event.kind : event)}`,
+      `Expected an event with \`kind\` one of ${[...KINDS].join(', ')}, got ${describeValue(isPlainObject(event) ? event.kind : event)}`,
     );
   }
   switch (event.kind) {
@@ -321,7 +316,7 @@ export function validateEvent(event: unknown): SubscriptionEvent {
       return { kind: 'resource_updated', uri: event.uri };
     case 'task_status': {
       const task = event.task;
-      if (!isObject(task) || typeof task.taskId !== 'string' || task.taskId === '') {
+      if (!isPlainObject(task) || typeof task.taskId !== 'string' || task.taskId === '') {
         throw new EventError('Expected `task.taskId` of a `task_status` event to be a non-empty string');
       }
       if (typeof task.status !== 'string') {

@@ -18,9 +18,14 @@ export function optionKeys<T>(keys: { readonly [K in keyof Required<T>]: true })
   return Object.freeze(Object.keys(keys));
 }
 
+/** A plain object as `JSON.parse` makes one: neither `null` nor an array. */
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
 /** An options object (absent means all defaults); `name` says which, for nested ones. */
 export function optionsObject(value: unknown, name = 'options'): asserts value is object {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+  if (!isPlainObject(value)) {
     throw new OptionsError(ErrorCode.OptionsNotObject, `Expected ${name} to be an object, got ${describeValue(value)}`);
   }
 }

@@ -3,13 +3,19 @@
  * arrives, settles on the acknowledgement (or on why there was none), then hands every later message
  * to its owner until the stream ends. A subscription makes one per (re-)listen.
  */
-import { ErrorCode, type NotificationFilter, type RequestId } from '../../lib/index.ts';
+import {
+  ACK_METHOD,
+  ErrorCode,
+  isPlainObject,
+  SUBSCRIPTION_ID_META_KEY,
+  type NotificationFilter,
+  type RequestId,
+} from '../../lib/core.ts';
 import { ListenError, type ListenErrorCode } from './errors.ts';
 import { requestHeaders, type ResolvedListen } from './options.ts';
 import { parseRetryAfter } from './retry.ts';
 import { SseEventTooLargeError, SseReader } from './sse-reader.ts';
 import type { FetchResponse, JsonRpcNotification } from './types.ts';
-import { ACK_METHOD, isPlainObject, SUBSCRIPTION_ID_META_KEY } from './wire.ts';
 
 /** Most bytes of an error answer read, for its message and `error.body`: a refusal is short. */
 const MAX_ERROR_BODY_BYTES = 64 * 1024;

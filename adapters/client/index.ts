@@ -58,5 +58,5 @@ export type {
   SubscriptionItem,
   WaitForOptions,
 } from './types.ts';
-export { ErrorCode, hasErrorCode } from '../../lib/index.ts';
-export type { NotificationFilter, OverflowPolicy, RequestId } from '../../lib/index.ts';
+export { ErrorCode, hasErrorCode } from '../../lib/core.ts';
+export type { NotificationFilter, OverflowPolicy, RequestId } from '../../lib/core.ts';

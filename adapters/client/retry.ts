@@ -2,12 +2,9 @@
  * When to listen again, and how long to wait first: full-jitter exponential backoff, never shorter
  * than what a `Retry-After` asked for; and which failures are worth another attempt.
  */
-import { ErrorCode, hasErrorCode } from '../../lib/index.ts';
+import { ErrorCode, hasErrorCode, MAX_TIMER_MS, RpcErrorCode } from '../../lib/core.ts';
 import type { ListenError } from './errors.ts';
-import { MAX_TIMER_MS, type ResolvedReconnect } from './options.ts';
-
-/** JSON-RPC "Internal error": the capacity refusal in-band (the SDK answers it with HTTP 200), or a failure of the server's. */
-const RPC_INTERNAL_ERROR = -32603;
+import type { ResolvedReconnect } from './options.ts';
 
 /**
  * `Retry-After` in milliseconds: delay-seconds, or an HTTP date (0 once past); `undefined` when absent
@@ -46,5 +43,6 @@ export function isRetryable(error: ListenError): boolean {
   if (!hasErrorCode(error, ErrorCode.ListenRefused)) return true;
   const { status, rpcCode } = error;
   if (status !== undefined && (status === 408 || status === 429 || status >= 500)) return true;
-  return rpcCode === RPC_INTERNAL_ERROR && (status === undefined || status < 300);
+  // "Internal error": the capacity refusal in-band (the SDK answers it with HTTP 200), or a failure of the server's.
+  return rpcCode === RpcErrorCode.InternalError && (status === undefined || status < 300);
 }

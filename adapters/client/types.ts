@@ -2,7 +2,7 @@
  * Every public option and type of `mcp-subscriptions/client`, in one place (lib/types.ts is the
  * engine's). Types only.
  */
-import type { NotificationFilter, OverflowPolicy, RequestId } from '../../lib/index.ts';
+import type { NotificationFilter, OverflowPolicy, RequestId } from '../../lib/core.ts';
 import type { ListenError } from './errors.ts';
 
 /**

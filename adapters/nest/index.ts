@@ -14,6 +14,7 @@ export {
 export type {
   McpCheckContext,
   McpHook,
+  McpHookProvider,
   McpReadContext,
   McpReadGuards,
   McpRequest,

@@ -61,13 +61,28 @@ export interface McpTaskAccessCheck {
 }
 
 /**
- * A hook given either as a function (as to the Express middleware) or as the injection token of a
- * provider with the method of the same name. A token is resolved from the whole application when the
- * module initializes, so the provider may depend on services that themselves inject the hub. A class
- * is always a token, never a function to call: one without the hook's method is refused with an
- * `OptionsError` (`ERR_MCP_SUBSCRIPTIONS_INVALID_HOOK`) when the options are validated.
+ * A hook given as a provider: the injection token of a provider with the method of the hook's name
+ * (a class, a string or a symbol), as Nest's `useExisting` names one. The module does not build it: it
+ * takes the instance registered in a module of the application when it initializes, so the provider
+ * may depend on services that themselves inject the hub.
+ * @example
+ * ```ts
+ * McpSubscriptionsModule.forRoot({ capabilities, canRead: { useExisting: NoteReadCheck } })
+ * // with NoteReadCheck (an @Injectable() with canRead(uri, context)) in some module's providers
+ * ```
  */
-export type McpHook<Provider> = ResourceCheck<McpRequest> | Type<Provider> | string | symbol;
+export interface McpHookProvider<Provider> {
+  /** The token of the provider whose method of the hook's name is the hook. */
+  readonly useExisting: InjectionToken<Provider>;
+}
+
+/**
+ * A hook: a function (as the Express middleware takes it), or `{ useExisting: token }` for a provider
+ * with the method of the same name ({@link McpHookProvider}). A class given bare is refused with an
+ * `OptionsError` (`ERR_MCP_SUBSCRIPTIONS_INVALID_HOOK`) saying how to write it: a class is a provider's
+ * token, never a function to call.
+ */
+export type McpHook<Provider> = ResourceCheck<McpRequest> | McpHookProvider<Provider>;
 
 /**
  * The options a `forRoot()` call or a `forRootAsync()` factory provides: the engine's listen options
@@ -91,7 +106,8 @@ export interface McpSubscriptionsOptions
    * The per-URI read check. Left out, the module reuses your guards: for each URI it runs `guards`
    * (and the global guards too, with `readGuards: 'route-and-global'`) with a request that presents a
    * `resources/read` of that URI by the same caller, and admits the URI only if every guard lets it
-   * through. Give a function or a provider (`McpResourceReadCheck`) when your read rule is not a guard.
+   * through. Give a function, or `{ useExisting: YourReadCheck }` for a provider (`McpResourceReadCheck`),
+   * when your read rule is not a guard.
    * With `capabilities.resourceSubscriptions` on, either this or a guard that decides reads is required:
    * without both the module refuses to start (`ERR_MCP_SUBSCRIPTIONS_NO_READ_CHECK`), since an
    * authentication guard alone would admit every URI.
@@ -99,11 +115,14 @@ export interface McpSubscriptionsOptions
    */
   readonly canRead?: McpHook<McpResourceReadCheck>;
   /**
-   * The subscribe hook, run after the read check passed: a function or a provider
-   * (`McpSubscribeResourceHandler`). @default accepts every readable URI
+   * The subscribe hook, run after the read check passed: a function, or `{ useExisting: token }` for a
+   * provider (`McpSubscribeResourceHandler`). @default accepts every readable URI
    */
   readonly handleSubscribeResource?: McpHook<McpSubscribeResourceHandler>;
-  /** Tasks extension: required when `capabilities.tasks` is on. A function or a provider (`McpTaskAccessCheck`). */
+  /**
+   * Tasks extension: required when `capabilities.tasks` is on. A function, or `{ useExisting: token }`
+   * for a provider (`McpTaskAccessCheck`).
+   */
   readonly canAccessTask?: McpHook<McpTaskAccessCheck>;
 }
 

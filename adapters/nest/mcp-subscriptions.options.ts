@@ -6,7 +6,7 @@
  * too, through the engine's resolvers: options known up front fail when `forRoot()` is called, the
  * options a factory returns when the application starts.
  */
-import type { Type } from '@nestjs/common';
+import type { InjectionToken } from '@nestjs/common';
 import {
   DEFAULT_MAX_BODY_BYTES,
   defaultPrincipal,
@@ -27,6 +27,7 @@ import {
   checkListenOptions,
   defineCapabilities,
   isHub,
+  isPlainObject,
   type ListenHandlerOptions,
   type ListenOptionsScope,
   type ResourceCheck,
@@ -35,6 +36,7 @@ import {
 } from '../../lib/internal.ts';
 import { DEFAULT_MCP_PATH, OPTIONS_FACTORY_METHOD } from './mcp-subscriptions.constants.ts';
 import type {
+  McpHookProvider,
   McpReadGuards,
   McpRequest,
   McpSubscriptionsModuleAsyncOptions,
@@ -222,18 +224,16 @@ export function resolveRouteOptions(options: McpSubscriptionsRouteOptions): Reso
 }
 
 /**
- * Whether `value` is a class (a provider's token) rather than a function to call. In order: arrows,
- * async and bound functions have no own `prototype`, so are never classes; the source of a class starts
- * with `class` (every ES2015+ build); an ES class's `prototype` is read-only (so is that of Babel's
- * down-levelled classes); a class compiled to ES5 has methods on its prototype, or a parent class; and
- * a decorated class (`@Injectable()`) carries metadata however it was compiled. A plain `function`
- * has none of these.
+ * Whether a function handed where a hook function belongs is a class, for the error that says how to
+ * give it instead. The caller says which a hook is (`{ useExisting }` for a provider), so this only
+ * catches the mistake, and reads no source text: an ES class (and a class down-levelled by Babel) has a
+ * read-only `prototype`; a class compiled to ES5 has methods on its prototype, or a parent class; and a
+ * decorated one (`@Injectable()`) carries Reflect metadata. Arrows, async and bound functions have no
+ * `prototype` at all, and a plain `function` none of these.
  */
-export function isClass(value: unknown): boolean {
-  if (typeof value !== 'function') return false;
+function looksLikeClass(value: (...args: never[]) => unknown): boolean {
   const descriptor = Object.getOwnPropertyDescriptor(value, 'prototype');
   if (descriptor === undefined) return false;
-  if (/^class\b/.test(Function.prototype.toString.call(value))) return true;
   if (descriptor.writable === false) return true;
   const prototype: unknown = descriptor.value;
   if (typeof prototype === 'object' && prototype !== null) {
@@ -290,7 +290,8 @@ export function checkAsyncOptions(options: McpSubscriptionsModuleAsyncOptions): 
 function checkFactoryClass(key: 'useClass' | 'useExisting', value: unknown, tokenAllowed: boolean): void {
   if (value === undefined) return;
   if (tokenAllowed && (typeof value === 'string' || typeof value === 'symbol')) return;
-  if (!isClass(value)) {
+  // Arrows and async functions have no `prototype`: they cannot be instantiated.
+  if (typeof value !== 'function' || value.prototype === undefined) {
     throw new OptionsError(
       ErrorCode.InvalidAsyncOptions,
       `Expected \`${key}\` to be a class implementing McpSubscriptionsOptionsFactory${tokenAllowed ? ' or the token of a provider' : ''}, got ${describeValue(value)}`,
@@ -309,31 +310,59 @@ function checkFactoryClass(key: 'useClass' | 'useExisting', value: unknown, toke
 export type HookSource =
   | { readonly kind: 'none' }
   | { readonly kind: 'function'; readonly check: ResourceCheck<McpRequest> }
-  | { readonly kind: 'provider'; readonly token: string | symbol | Type<unknown> };
+  | { readonly kind: 'provider'; readonly token: InjectionToken };
+
+const HOOK_PROVIDER_KEYS = optionKeys<McpHookProvider<unknown>>({ useExisting: true });
+
+/** A token as code spells it, for messages that show how to write a hook: a class by name, a string quoted. */
+function tokenSource(token: string | symbol | ((...args: never[]) => unknown)): string {
+  if (typeof token === 'string') return `'${token}'`;
+  if (typeof token === 'symbol') return 'YOUR_TOKEN';
+  return token.name === '' ? 'YourProvider' : token.name;
+}
 
 /**
- * Tells a function hook from a provider token. A string, a symbol or a class is a provider's token,
- * and a class must have the hook's method (a class called as a function would fail at every URI); any
- * other function is the hook itself.
+ * Reads a hook as the caller's types say it: a function is the hook itself; `{ useExisting: token }`
+ * names a provider with the hook's method. A class or a token given bare is refused, with how to write
+ * it (a class called as a function would fail at every URI).
  */
 export function hookSource(name: HookName, value: unknown): HookSource {
   if (value === undefined) return { kind: 'none' };
-  if (typeof value === 'string' || typeof value === 'symbol') return { kind: 'provider', token: value };
+  const expected = `Expected \`${name}\` to be a function or \`{ useExisting: <token> }\` (a provider with a \`${name}()\` method)`;
   if (typeof value === 'function') {
-    if (!isClass(value)) return { kind: 'function', check: value as ResourceCheck<McpRequest> };
-    const method = (value as { prototype?: Record<string, unknown> }).prototype?.[name];
-    if (typeof method !== 'function') {
-      throw new OptionsError(
-        ErrorCode.InvalidHook,
-        `Expected \`${name}\` to be a function or a provider with a \`${name}()\` method, got the class \`${tokenName(value)}\`, which has no \`${name}()\` method`,
-      );
-    }
-    return { kind: 'provider', token: value as Type<unknown> };
+    const fn = value as (...args: never[]) => unknown;
+    if (!looksLikeClass(fn)) return { kind: 'function', check: value as ResourceCheck<McpRequest> };
+    throw new OptionsError(
+      ErrorCode.InvalidHook,
+      `${expected}, got the class \`${tokenName(fn)}\`: a class is a provider's token, not a function to call. Write \`${name}: { useExisting: ${tokenSource(fn)} }\`, with ${tokenSource(fn)} among a module's providers`,
+    );
   }
-  throw new OptionsError(
-    ErrorCode.InvalidHook,
-    `Expected \`${name}\` to be a function or the injection token of a provider with a \`${name}()\` method, got ${describeValue(value)}`,
-  );
+  if (typeof value === 'string' || typeof value === 'symbol') {
+    throw new OptionsError(
+      ErrorCode.InvalidHook,
+      `${expected}, got the token ${describeValue(value)}. Write \`${name}: { useExisting: ${tokenSource(value)} }\``,
+    );
+  }
+  if (!isPlainObject(value)) throw new OptionsError(ErrorCode.InvalidHook, `${expected}, got ${describeValue(value)}`);
+  const builds =
+    'the module takes the provider registered in your modules and builds none: give its token as `useExisting`';
+  knownKeys(value, HOOK_PROVIDER_KEYS, `\`${name}\``, { useClass: builds, useValue: builds, useFactory: builds });
+  const token = value.useExisting;
+  if (typeof token === 'string' || typeof token === 'symbol') return { kind: 'provider', token };
+  if (typeof token !== 'function') {
+    throw new OptionsError(
+      ErrorCode.InvalidHook,
+      `Expected \`${name}.useExisting\` to be the token of a provider (a class, a string or a symbol), got ${describeValue(token)}`,
+    );
+  }
+  const method = (token as { prototype?: Record<string, unknown> }).prototype?.[name];
+  if (typeof method !== 'function') {
+    throw new OptionsError(
+      ErrorCode.InvalidHook,
+      `Expected the class \`${tokenName(token)}\` given as \`${name}.useExisting\` to have a \`${name}()\` method`,
+    );
+  }
+  return { kind: 'provider', token: token as InjectionToken };
 }
 
 /** The engine's listen options the module hands on unchanged. */

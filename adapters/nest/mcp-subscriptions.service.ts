@@ -10,7 +10,6 @@ import {
   Logger,
   type BeforeApplicationShutdown,
   type CanActivate,
-  type InjectionToken,
   type OnModuleInit,
   type Type,
 } from '@nestjs/common';
@@ -236,7 +235,7 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
     if (source.kind === 'function') return source.check;
     let provider: unknown;
     try {
-      provider = this.moduleRef.get(source.token as InjectionToken, { strict: false });
+      provider = this.moduleRef.get(source.token, { strict: false });
     } catch {
       throw new OptionsError(
         ErrorCode.InvalidHook,

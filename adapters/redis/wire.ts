@@ -12,7 +12,7 @@
  * `validateEvent`, and no `__proto__` key in the envelope or the event (a task's state may hold one:
  * see {@link parse}). Whatever fails is dropped, never delivered.
  */
-import { validateEvent, type RequestId, type SubscriptionEvent } from '../../lib/internal.ts';
+import { isPlainObject, validateEvent, type RequestId, type SubscriptionEvent } from '../../lib/internal.ts';
 import { MAX_NODE_ID_LENGTH } from './options.ts';
 
 /** The format this code writes and the only one it reads; a node of another format is foreign. */
@@ -62,10 +62,6 @@ function parse(raw: string): { readonly message: unknown; readonly protoHolders:
     return value;
   });
   return { message, protoHolders };
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function hasExactly(object: Record<string, unknown>, keys: readonly string[]): boolean {

@@ -38,8 +38,8 @@ export class AppModule implements NestModule {
             capabilities: offer,
             hub: sampleHubOptions(settings, sample.bus),
             // Providers, resolved by token once the app is up: they depend on services that inject the hub.
-            handleSubscribeResource: NoteSubscribeHook,
-            canAccessTask: TaskAccessCheck,
+            handleSubscribeResource: { useExisting: NoteSubscribeHook },
+            canAccessTask: { useExisting: TaskAccessCheck },
             keepAliveMs: settings.keepAliveMs,
             serverInfo: SERVER_INFO,
           }),

@@ -915,6 +915,10 @@ describe('mistakes in the arguments throw at the call, with a code per check', (
     expect(thrown(() => listen(server.url, {}, { nonsense: 1 } as never)).message).toMatch(
       /expected one of `headers`, `id`/,
     );
+    // The package's one distance: two swapped letters are one edit, so `di` is near enough to `id`.
+    expect(thrown(() => listen(server.url, {}, { di: 'x' } as never)).message).toMatch(
+      /Unknown option `di` of listen\(\); did you mean `id`\?$/,
+    );
   });
 
   test('each check has its code, and nothing is sent', () => {

@@ -461,7 +461,7 @@ class SchemeHook {
 describe('NestJS module: hooks as providers', () => {
   it('a canRead provider replaces the guards for URIs; a subscribe hook provider runs after it', async () => {
     const app = await start({
-      module: { canRead: NotesReadCheck, handleSubscribeResource: SchemeHook },
+      module: { canRead: { useExisting: NotesReadCheck }, handleSubscribeResource: { useExisting: SchemeHook } },
       providers: [NotesReadCheck, SchemeHook],
     });
     const { honored } = await open(app, 'alice-token', 'providers', {

@@ -468,9 +468,9 @@ describe('NestJS module options are validated in the engine’s words, with a co
       ErrorCode.NotFunction,
     ],
     [
-      'a hook that is neither function nor token',
+      'a hook that is neither function nor provider',
       { ...base, canRead: 42 as never },
-      /Expected `canRead` to be a function or the injection token/,
+      /Expected `canRead` to be a function or `\{ useExisting: <token> \}` \(a provider with a `canRead\(\)` method\), got `42` \(number\)$/,
       ErrorCode.InvalidHook,
     ],
     [
@@ -511,7 +511,9 @@ describe('NestJS module options are validated in the engine’s words, with a co
         return true;
       }
     }
-    const moduleRef = await compile(McpSubscriptionsModule.forRoot({ ...base, handleSubscribeResource: MissingHook }));
+    const moduleRef = await compile(
+      McpSubscriptionsModule.forRoot({ ...base, handleSubscribeResource: { useExisting: MissingHook } }),
+    );
     await rejectsWithOption(
       moduleRef.init(),
       /Expected a provider for `MissingHook` \(given as `handleSubscribeResource`\) to be registered/,
@@ -523,7 +525,10 @@ describe('NestJS module options are validated in the engine’s words, with a co
     const HOOK = Symbol('HOOK');
     @Module({ providers: [{ provide: HOOK, useValue: { check: () => true } }], exports: [HOOK] })
     class HookModule {}
-    const moduleRef = await compile(McpSubscriptionsModule.forRoot({ ...base, canRead: HOOK }), HookModule);
+    const moduleRef = await compile(
+      McpSubscriptionsModule.forRoot({ ...base, canRead: { useExisting: HOOK } }),
+      HookModule,
+    );
     await rejectsWithOption(
       moduleRef.init(),
       /Expected the provider `Symbol\(HOOK\)` given as `canRead` to have a `canRead\(\)` method/,
@@ -798,11 +803,12 @@ class ReadCheck {
   }
 }
 
-describe('NestJS module: a hook given as a class must have the hook’s method', () => {
+describe('NestJS module: a hook is a function or `{ useExisting }`, never a bare class', () => {
   const base: McpSubscriptionsModuleOptions = {
     capabilities: { ...CAPABILITIES, tasks: true },
     canAccessTask: () => true,
   };
+  const escape = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   const classes: [string, unknown][] = [
     ['a decorated class', DecoratedWithoutMethod],
     ['a plain class', PlainWithoutMethod],
@@ -812,16 +818,30 @@ describe('NestJS module: a hook given as a class must have the hook’s method',
     ['a subclass compiled to ES5', LegacySubclass],
     ['a class down-levelled by Babel', BabelClass],
   ];
+  const bare = (hook: string, name: string): RegExp =>
+    new RegExp(
+      `^${escape(`mcp-subscriptions: Expected \`${hook}\` to be a function or \`{ useExisting: <token> }\` (a provider with a \`${hook}()\` method), got the class \`${name}\`: a class is a provider's token, not a function to call. Write \`${hook}: { useExisting: ${name} }\`, with ${name} among a module's providers`)}$`,
+    );
   for (const hook of ['canRead', 'handleSubscribeResource', 'canAccessTask'] as const) {
-    for (const [kind, value] of classes) {
+    // A class with the hook's method too: given bare, it is still a token, not the hook.
+    for (const [kind, value] of [...classes, ['a provider class with the method', ReadCheck] as const]) {
       const name = (value as { name: string }).name;
-      const message = new RegExp(
-        `^mcp-subscriptions: Expected \`${hook}\` to be a function or a provider with a \`${hook}\\(\\)\` method, got the class \`${name}\`, which has no \`${hook}\\(\\)\` method$`,
-      );
-      it(`${hook} as ${kind} without ${hook}(): forRoot() throws, naming the class and the method`, () => {
+      it(`${hook} as ${kind}, given bare: forRoot() throws, saying to write { useExisting: ${name} }`, () => {
         throwsWithOption(
           () => McpSubscriptionsModule.forRoot({ ...base, [hook]: value as never }),
-          message,
+          bare(hook, name),
+          ErrorCode.InvalidHook,
+        );
+      });
+    }
+    for (const [kind, value] of classes) {
+      const name = (value as { name: string }).name;
+      it(`${hook} as { useExisting: ${kind} } without ${hook}(): forRoot() throws, naming the class and the method`, () => {
+        throwsWithOption(
+          () => McpSubscriptionsModule.forRoot({ ...base, [hook]: { useExisting: value as never } }),
+          new RegExp(
+            `^${escape(`mcp-subscriptions: Expected the class \`${name}\` given as \`${hook}.useExisting\` to have a \`${hook}()\` method`)}$`,
+          ),
           ErrorCode.InvalidHook,
         );
       });
@@ -829,17 +849,40 @@ describe('NestJS module: a hook given as a class must have the hook’s method',
   }
 
   for (const [kind, value] of classes.slice(0, 2)) {
-    it(`${kind} without the method, returned by a factory: the app fails to start`, async () => {
+    it(`${kind} given bare, returned by a factory: the app fails to start`, async () => {
       const definition = McpSubscriptionsModule.forRootAsync({
         useFactory: () => ({ ...base, canRead: value as never }),
       });
       await rejectsWithOption(
         compile(definition),
-        /Expected `canRead` to be a function or a provider with a `canRead\(\)` method, got the class `\w+`, which has no `canRead\(\)` method/,
+        bare('canRead', (value as { name: string }).name),
         ErrorCode.InvalidHook,
       );
     });
   }
+
+  it('a token given bare, or a provider spelt otherwise, is refused with how to write it', () => {
+    throwsWithOption(
+      () => McpSubscriptionsModule.forRoot({ ...base, canRead: 'READ_CHECK' as never }),
+      /got the token `READ_CHECK` \(string\)\. Write `canRead: \{ useExisting: 'READ_CHECK' \}`$/,
+      ErrorCode.InvalidHook,
+    );
+    throwsWithOption(
+      () => McpSubscriptionsModule.forRoot({ ...base, canAccessTask: Symbol('TASKS') as never }),
+      /Write `canAccessTask: \{ useExisting: YOUR_TOKEN \}`$/,
+      ErrorCode.InvalidHook,
+    );
+    throwsWithOption(
+      () => McpSubscriptionsModule.forRoot({ ...base, canRead: { useClass: ReadCheck } as never }),
+      /^mcp-subscriptions: Unknown option `useClass` of `canRead`; the module takes the provider registered in your modules and builds none: give its token as `useExisting`$/,
+      ErrorCode.UnknownOption,
+    );
+    throwsWithOption(
+      () => McpSubscriptionsModule.forRoot({ ...base, canRead: { useExisting: 42 } as never }),
+      /^mcp-subscriptions: Expected `canRead\.useExisting` to be the token of a provider \(a class, a string or a symbol\), got `42` \(number\)$/,
+      ErrorCode.InvalidHook,
+    );
+  });
 
   const context = { principal: 'alice', request: {} as never, signal: new AbortController().signal };
 
@@ -869,7 +912,7 @@ describe('NestJS module: a hook given as a class must have the hook’s method',
     await moduleRef.close();
   });
 
-  it('a class with the method is a provider, resolved at init, however it was compiled', async () => {
+  it('{ useExisting } names a provider, resolved at init, however its class was compiled', async () => {
     @Module({ providers: [ReadCheck, LegacyReadCheck as never], exports: [ReadCheck, LegacyReadCheck as never] })
     class ChecksModule {}
     for (const [check, admitted] of [
@@ -877,7 +920,7 @@ describe('NestJS module: a hook given as a class must have the hook’s method',
       [LegacyReadCheck, 'note://a/legacy'],
     ] as const) {
       const moduleRef = await compile(
-        McpSubscriptionsModule.forRoot({ capabilities: CAPABILITIES, canRead: check as never }),
+        McpSubscriptionsModule.forRoot({ capabilities: CAPABILITIES, canRead: { useExisting: check as never } }),
         ChecksModule,
       );
       await moduleRef.init();
