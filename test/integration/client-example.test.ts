@@ -38,7 +38,7 @@ test('saving a note tells its listeners', async () => {
 
 test("the README's client example is this file's test, line for line", () => {
   const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-  const block = /<!-- from test\/client-example\.test\.ts -->\n\n```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+  const block = /<!-- from test\/integration\/client-example\.test\.ts -->\n\n```ts\n([\s\S]*?)```/.exec(readme)?.[1];
   expect(block).toBeDefined();
   const source = readFileSync(new URL(import.meta.url), 'utf8');
   for (const line of block!.split('\n').filter((text) => text.trim() !== '')) {
