@@ -5,11 +5,14 @@
  * Each consumer in test/consumers/<name> is a project of its own (package.json, tsconfig.json, one
  * source file that takes a value and a type from each entry). The tarball is unpacked into its own
  * node_modules; express, Nest and @types/node come from the repository's node_modules through Node's
- * and TypeScript's upward lookup. It is compiled with the repository's TypeScript, which must load
- * only the build's declarations, then run with node, and it prints where each entry resolved.
+ * and TypeScript's upward lookup. It is compiled with the repository's TypeScript 5 and with
+ * TypeScript 7 (what `npm i typescript` installs since 7.0), each of which must load only the build's
+ * declarations, then each output is run with node, and it prints where each entry resolved. Where
+ * TypeScript 7 no longer accepts a tsconfig (moduleResolution node10, the `nest new` one as
+ * generated), the test checks that it refuses it with exactly the errors the README's advice answers.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -18,8 +21,7 @@ import { installPacked, packPackage, PACK_TIMEOUT_MS, type Packed } from '../hel
 import { REPO_ROOT } from '../helpers/sample-app.ts';
 
 const CONSUMERS = path.join(REPO_ROOT, 'test', 'consumers');
-const TSC = path.join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-/** A consumer's tsc (with full lib checking) and its run: tens of seconds on a busy machine. */
+/** A consumer's two compiles (with full lib checking) and its run: tens of seconds on a busy machine. */
 const CONSUMER_TIMEOUT_MS = 180_000;
 
 const ENTRIES = {
@@ -210,17 +212,37 @@ describe('the published files', () => {
   });
 });
 
+/** The TypeScripts the consumers are compiled with: the repository's, and what `npm i typescript` installs today. */
+const COMPILERS = {
+  5: { tsc: path.join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), version: /^Version 5\.\d+\.\d+$/ },
+  7: { tsc: path.join(REPO_ROOT, 'node_modules', 'typescript7', 'bin', 'tsc'), version: /^Version 7\.\d+\.\d+$/ },
+} as const;
+type TypeScript = keyof typeof COMPILERS;
+const TYPESCRIPTS: readonly TypeScript[] = [5, 7];
+
 interface Consumer {
   /** Folder under test/consumers/. */
   readonly name: string;
   /** How node runs the compiled consumer, and so which build it must load. */
   readonly format: 'commonjs' | 'module';
+  /** The file of test/consumers/sources/ it compiles, and its name in the consumer's src/. */
+  readonly source?: { readonly from: string; readonly to: string };
+  /** Its tsconfig, as `tsc -p` is given it. */
+  readonly project?: string;
   /** Extra flags for node. */
   readonly nodeArgs?: readonly string[];
+  /**
+   * The errors (all of them) with which a TypeScript refuses this tsconfig, where one does: the README
+   * says which settings need which TypeScript, and this checks it rather than skipping the pair.
+   */
+  readonly refusedBy?: { readonly [version in TypeScript]?: readonly string[] };
 }
 
 const MATRIX: readonly Consumer[] = [
-  { name: 'node10-cjs', format: 'commonjs' },
+  // TypeScript 7 removed moduleResolution node10 (TypeScript 6 deprecated it).
+  { name: 'node10-cjs', format: 'commonjs', refusedBy: { 7: ['TS5108'] } },
+  // `module: commonjs` with moduleResolution left out: node10 on TypeScript 5, bundler on 7.
+  { name: 'commonjs-cjs', format: 'commonjs' },
   { name: 'node16-cjs', format: 'commonjs' },
   { name: 'node16-esm', format: 'module' },
   { name: 'nodenext-cjs', format: 'commonjs' },
@@ -229,6 +251,114 @@ const MATRIX: readonly Consumer[] = [
   // Tooling that sets the common `source` condition (TypeScript here, node at run time) gets the build.
   { name: 'bundler-source-condition', format: 'module', nodeArgs: ['--conditions=source'] },
 ];
+
+const NEST_SOURCE = { from: 'nest.ts', to: 'main.ts' } as const;
+
+/** Apps as Nest 11's `nest new` makes them, built as `nest build` builds them: from tsconfig.build.json. */
+const NEST_NEW: readonly Consumer[] = [
+  // Its tsconfig as generated: TypeScript 7 refuses `baseUrl`, and wants the rootDir that 5 infers.
+  {
+    name: 'nest-new',
+    format: 'commonjs',
+    source: NEST_SOURCE,
+    project: 'tsconfig.build.json',
+    refusedBy: { 7: ['TS5011', 'TS5102'] },
+  },
+  // The same, changed as the README says for TypeScript 7 (no baseUrl, types, rootDir): both build it.
+  { name: 'nest-new-ts7', format: 'commonjs', source: NEST_SOURCE, project: 'tsconfig.build.json' },
+];
+
+interface Compiled {
+  /** tsc's exit status. */
+  readonly status: number;
+  /** What it printed: the files it loaded (`--listFiles`) and its errors. */
+  readonly output: string;
+}
+
+/** Runs one TypeScript's tsc in `cwd`; resolves (never rejects) with its status and output. */
+function runTsc(version: TypeScript, args: readonly string[], cwd: string): Promise<Compiled> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [COMPILERS[version].tsc, ...args],
+      { cwd, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 },
+      (error, stdout, stderr) => {
+        if (error === null) resolve({ status: 0, output: `${stdout}${stderr}` });
+        // A number is tsc's exit status; anything else means tsc did not run, and says why.
+        else if (typeof error.code === 'number') resolve({ status: error.code, output: `${stdout}${stderr}` });
+        else resolve({ status: 1, output: `${stdout}${stderr}${error.message}` });
+      },
+    );
+  });
+}
+
+/** Each TypeScript's output goes to its own folder, so that both compile a consumer at once. */
+const outDir = (version: TypeScript): string => path.join('dist', `ts${version}`);
+
+const compiles = new Map<string, ReadonlyMap<TypeScript, Promise<Compiled>>>();
+
+/**
+ * The consumer's compile by `version`. The first call installs the tarball in the consumer, writes its
+ * source into its src/ (so that it resolves the package from its own node_modules and takes its module
+ * format from its own package.json, as an app's source does), and starts both TypeScripts on it: the
+ * next test finds its compile done or under way.
+ */
+function compile(consumer: Consumer, version: TypeScript): Promise<Compiled> {
+  let started = compiles.get(consumer.name);
+  if (started === undefined) {
+    const dir = path.join(CONSUMERS, consumer.name);
+    const source = consumer.source ?? { from: `${consumer.format}.ts`, to: 'index.ts' };
+    installPacked(packed!.tarball, dir);
+    rmSync(path.join(dir, 'dist'), { recursive: true, force: true });
+    mkdirSync(path.join(dir, 'src'), { recursive: true });
+    copyFileSync(path.join(CONSUMERS, 'sources', source.from), path.join(dir, 'src', source.to));
+    const args = (v: TypeScript) => ['-p', consumer.project ?? 'tsconfig.json', '--outDir', outDir(v), '--listFiles'];
+    started = new Map(TYPESCRIPTS.map((v) => [v, runTsc(v, args(v), dir)]));
+    compiles.set(consumer.name, started);
+  }
+  return started.get(version)!;
+}
+
+/** The error codes in tsc's output, each once, in order. */
+const errorCodes = (output: string): string[] => [
+  ...new Set([...output.matchAll(/error (TS\d+):/g)].map((m) => m[1]!)),
+];
+
+/** Compiles the consumer with `version`, which must accept it; the package's files it loaded. */
+async function compiledFiles(consumer: Consumer, version: TypeScript): Promise<string[]> {
+  const { status, output } = await compile(consumer, version);
+  if (status !== 0) {
+    throw new Error(`TypeScript ${version}: tsc -p test/consumers/${consumer.name} failed:\n${output}`);
+  }
+  const installed = path.join(CONSUMERS, consumer.name, 'node_modules', 'mcp-subscriptions');
+  return output
+    .split('\n')
+    .filter((file) => file.startsWith(installed + path.sep))
+    .map((file) => path.relative(installed, file).split(path.sep).join('/'));
+}
+
+/** Declarations the compiler loaded that are not `build`'s: the sources, or the other build. */
+const outside = (files: readonly string[], build: string): string[] =>
+  files.filter(
+    (file) =>
+      !file.startsWith(`${build}/`) || !file.endsWith('.d.ts') || (build === 'dist' && file.startsWith('dist/cjs/')),
+  );
+
+/** Runs the consumer's compiled entry with node; its one line of JSON. */
+function runCompiled(consumer: Consumer, version: TypeScript, entry: string): unknown {
+  const output = execFileSync(process.execPath, [...(consumer.nodeArgs ?? []), path.join(outDir(version), entry)], {
+    cwd: path.join(CONSUMERS, consumer.name),
+    encoding: 'utf8',
+  });
+  return JSON.parse(output);
+}
+
+/** Every consumer with every TypeScript, TypeScript 5 first (its test starts both compiles). */
+const pairs = (consumers: readonly Consumer[]) =>
+  consumers.flatMap((consumer) => TYPESCRIPTS.map((typescript) => ({ ...consumer, consumer, typescript })));
+/** The pairs in which the TypeScript accepts the consumer's tsconfig. */
+const accepted = (consumers: readonly Consumer[]) =>
+  pairs(consumers).filter(({ refusedBy, typescript }) => refusedBy?.[typescript] === undefined);
 
 interface ConsumerReport {
   format: string;
@@ -245,46 +375,27 @@ interface ConsumerReport {
   };
 }
 
+describe('the TypeScripts the consumers are compiled with', () => {
+  it('are TypeScript 5 (the repository’s) and TypeScript 7 (what `npm i typescript` installs)', () => {
+    for (const version of TYPESCRIPTS) {
+      const printed = execFileSync(process.execPath, [COMPILERS[version].tsc, '--version'], { encoding: 'utf8' });
+      expect(printed.trim()).toMatch(COMPILERS[version].version);
+    }
+  });
+});
+
 describe('consumers compiled against the tarball with their own tsconfig, then run', () => {
-  it.each(MATRIX)(
-    '$name: tsc loads only the $format build’s declarations, and node loads its JavaScript',
-    ({ name, format, nodeArgs = [] }) => {
-      const dir = path.join(CONSUMERS, name);
-      const installed = path.join(dir, 'node_modules', 'mcp-subscriptions');
+  it.each(accepted(MATRIX))(
+    '$name on TypeScript $typescript: tsc loads only the $format build’s declarations, and node loads its JavaScript',
+    async ({ consumer, typescript }) => {
+      const { name, format } = consumer;
+      const installed = path.join(CONSUMERS, name, 'node_modules', 'mcp-subscriptions');
       const build = format === 'commonjs' ? 'dist/cjs' : 'dist';
-      installPacked(packed!.tarball, dir);
-      rmSync(path.join(dir, 'dist'), { recursive: true, force: true });
-      // Every consumer of one format compiles the same source, written into its own src/ so that it
-      // resolves the package from its own node_modules and takes its module format from its own
-      // package.json, as an app's source does.
-      mkdirSync(path.join(dir, 'src'), { recursive: true });
-      copyFileSync(path.join(CONSUMERS, 'sources', `${format}.ts`), path.join(dir, 'src', 'index.ts'));
-
-      let listed: string;
-      try {
-        listed = execFileSync(process.execPath, [TSC, '-p', dir, '--listFiles'], { encoding: 'utf8' });
-      } catch (error) {
-        throw new Error(`tsc -p test/consumers/${name} failed:\n${(error as { stdout?: string }).stdout ?? ''}`);
-      }
-      const ours = listed
-        .split('\n')
-        .filter((file) => file.startsWith(installed + path.sep))
-        .map((file) => path.relative(installed, file).split(path.sep).join('/'));
+      const ours = await compiledFiles(consumer, typescript);
       expect(ours).toEqual(expect.arrayContaining(Object.values(ENTRIES).map((entry) => `${build}/${entry}.d.ts`)));
-      // Declarations of this build only: never the sources, never the other build.
-      const elsewhere = ours.filter(
-        (file) =>
-          !file.startsWith(`${build}/`) ||
-          !file.endsWith('.d.ts') ||
-          (build === 'dist' && file.startsWith('dist/cjs/')),
-      );
-      expect(elsewhere).toStrictEqual([]);
+      expect(outside(ours, build)).toStrictEqual([]);
 
-      const output = execFileSync(process.execPath, [...nodeArgs, path.join('dist', 'index.js')], {
-        cwd: dir,
-        encoding: 'utf8',
-      });
-      const report = JSON.parse(output) as ConsumerReport;
+      const report = runCompiled(consumer, typescript, 'index.js') as ConsumerReport;
       expect(report.format).toBe(format);
       const expected = Object.fromEntries(
         Object.entries(ENTRIES).map(([subpath, entry]) => {
@@ -303,6 +414,39 @@ describe('consumers compiled against the tarball with their own tsconfig, then r
         listen: 'function',
         listenErrorCode: 'ERR_MCP_SUBSCRIPTIONS_LISTEN_REFUSED',
       });
+    },
+    CONSUMER_TIMEOUT_MS,
+  );
+});
+
+describe('a `nest new` app (Nest 11), built from its tsconfig.build.json as nest build builds it, then started', () => {
+  it.each(accepted(NEST_NEW))(
+    '$name on TypeScript $typescript: loads the CommonJS build’s declarations, and Nest injects the hub by the metadata it emits',
+    async ({ consumer, typescript }) => {
+      const ours = await compiledFiles(consumer, typescript);
+      expect(ours).toContain('dist/cjs/adapters/nest/index.d.ts');
+      expect(outside(ours, 'dist/cjs')).toStrictEqual([]);
+      const installed = path.join(CONSUMERS, consumer.name, 'node_modules', 'mcp-subscriptions');
+      expect(runCompiled(consumer, typescript, 'main.js')).toStrictEqual({
+        resolved: path.join(installed, 'dist/cjs/adapters/nest/index.js'),
+        injected: true,
+      });
+    },
+    CONSUMER_TIMEOUT_MS,
+  );
+});
+
+describe('tsconfigs that TypeScript 7 no longer accepts, refused as the README says', () => {
+  const refused = pairs([...MATRIX, ...NEST_NEW]).flatMap((pair) => {
+    const errors = pair.refusedBy?.[pair.typescript];
+    return errors === undefined ? [] : [{ ...pair, errors }];
+  });
+
+  it.each(refused)(
+    '$name on TypeScript $typescript: refused with exactly $errors',
+    async ({ consumer, typescript, errors }) => {
+      const { status, output } = await compile(consumer, typescript);
+      expect({ failed: status !== 0, errors: errorCodes(output) }).toStrictEqual({ failed: true, errors });
     },
     CONSUMER_TIMEOUT_MS,
   );

@@ -1,6 +1,6 @@
-// The source of every CommonJS consumer of the packed package (test/system/package.test.ts writes it into each
-// consumer's src/ before compiling it there): a value and a type from each entry, then where the
-// entries were found, printed as one JSON line.
+// The source of every CommonJS consumer of the packed package but the `nest new` apps (test/system/
+// package.test.ts writes it into each consumer's src/ before compiling it there): a value and a type
+// from each entry, then where the entries were found, printed as one JSON line.
 import { SubscriptionHub, type HubStats } from 'mcp-subscriptions';
 import { mcpSubscriptions, type McpSubscriptionsMiddleware } from 'mcp-subscriptions/express';
 import { McpSubscriptionsModule, type McpSubscriptionsModuleOptions } from 'mcp-subscriptions/nest';
