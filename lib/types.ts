@@ -295,6 +295,12 @@ export interface HubStats {
   /** Ending streams cut off because their client did not read the last frames within `completeTimeoutMs`. */
   cutOff: number;
   refused: number;
+  /**
+   * Listen requests that reached the MCP SDK's own listen handler past this library (the hub being the
+   * SDK's `bus`) and were refused by `subscribe()`: a mount-order mistake whenever above 0
+   * (docs/mount-order.md). The first one is logged as an error.
+   */
+  uncheckedListens: number;
   maxSubscriptions: number;
   maxBuffer: number;
 }
@@ -494,6 +500,15 @@ export interface CheckErrorMessage {
   readonly errorName: unknown;
   /** The thrown value's `code`, when it has one (`'ERR_MCP_SUBSCRIPTIONS_CHECK_TIMEOUT'` for a timeout). */
   readonly errorCode: unknown;
+}
+
+/**
+ * The payload of the `UncheckedListen` diagnostics channel: a listen reached the MCP SDK's own listen
+ * handler past this library and was refused. Nothing about the request: the SDK hands the hub none.
+ */
+export interface UncheckedListenMessage {
+  /** The hub's `stats().uncheckedListens`, this one included. */
+  readonly uncheckedListens: number;
 }
 
 // ---------------------------------------------------------------------------------------------------
