@@ -63,9 +63,10 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/** A header's value; one given several times reads as Node joins it (`a, b`), so it matches no single value. */
 function header(headers: HeaderBag, name: string): string | undefined {
   const value = headers[name];
-  return typeof value === 'string' ? value : value?.[0];
+  return typeof value === 'string' ? value : value?.join(', ');
 }
 
 function invalidParams(message: string, id: RequestId | null): ProtocolError {
@@ -156,7 +157,9 @@ export function parseListenRequest(body: unknown, headers: HeaderBag, options: P
       'header-mismatch',
       methodHeader === undefined
         ? 'Header mismatch: the Mcp-Method header is required'
-        : 'Header mismatch: the Mcp-Method header differs from the body `method`',
+        : methodHeader.includes(',')
+          ? 'Header mismatch: the Mcp-Method header must be sent once, naming the body `method` only'
+          : 'Header mismatch: the Mcp-Method header differs from the body `method`',
       { id },
     );
   }
