@@ -193,6 +193,15 @@ export function resolveListenOptions<Req>(
   });
 }
 
+/** The warning of a listen without a principal while a read check is configured, and its likely causes. */
+const ANONYMOUS_WITH_READ_CHECK =
+  'a subscriptions/listen request had no principal while `canRead` is configured, so its URIs were checked as an ' +
+  "anonymous caller's (a read rule that needs a user refuses them all: the acknowledgement comes back empty). " +
+  'If your callers authenticate, the likely cause is auth that runs after the listen middleware: in Express mount ' +
+  'your auth before mcpSubscriptions(), on the same route; in Nest authenticate in a global guard or in the ' +
+  "module's `guards`. Or your auth keeps the caller elsewhere than `req.auth.extra.sub` or `req.user`: give the " +
+  '`principal` option. Logged once (docs/mount-order.md)';
+
 /**
  * Creates the listen engine an adapter serves requests with. Options are validated here; a mistake
  * throws an `OptionsError` naming the field.
@@ -217,6 +226,10 @@ export function createListenHandler<Req = unknown>(
   if (resolved.handleSubscribeResource) uriChecks.push(resolved.handleSubscribeResource);
   const taskChecks: ItemCheck<Req>[] = resolved.canAccessTask ? [resolved.canAccessTask] : [];
   const stageNames = ['canRead', 'handleSubscribeResource'];
+  // A listen without a principal while URIs are read-checked: most likely auth that runs after us.
+  // Said once per engine (one per middleware or module), since anonymous callers may be intended.
+  const readChecked = capabilities.resourceSubscriptions && resolved.canRead !== undefined;
+  let warnedAnonymous = false;
 
   const onCheckError =
     (what: 'resource' | 'task') =>
@@ -293,6 +306,10 @@ export function createListenHandler<Req = unknown>(
     }
 
     const { principal } = input;
+    if (readChecked && !warnedAnonymous && isAnonymous(principal)) {
+      warnedAnonymous = true;
+      logger.warn(ANONYMOUS_WITH_READ_CHECK);
+    }
     let reservation;
     try {
       reservation = hub.reserve(principal, request.id);
