@@ -13,7 +13,7 @@
 import 'reflect-metadata';
 import { afterEach, describe, expect, test } from '@jest/globals';
 import type { ServerResponse } from 'node:http';
-import { All, Controller, Inject, Module, Req, Res, UseGuards, type LoggerService } from '@nestjs/common';
+import { All, Controller, Inject, Module, Req, Res, UseGuards } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { toNodeHandler } from '@modelcontextprotocol/node';
@@ -32,6 +32,7 @@ import {
   ReadGuard,
   SdkHandler,
   startNestApp,
+  warningsLogger,
 } from '../helpers/nest-apps.ts';
 import { rawPost } from '../helpers/raw-http.ts';
 import { listenBody, listenHeaders, post, type SseStream } from '../helpers/sse.ts';
@@ -217,17 +218,6 @@ describe.each(expressFlavours)('$name', (flavour: ExpressFlavour) => {
   });
 });
 
-/** Collects what Nest's logger is given, with the level. */
-function nestLines(): LoggerService & { lines: string[] } {
-  const lines: string[] = [];
-  return {
-    lines,
-    log: () => {},
-    error: (message: unknown) => void lines.push(`error: ${String(message)}`),
-    warn: (message: unknown) => void lines.push(`warn: ${String(message)}`),
-  };
-}
-
 describe('Nest', () => {
   test("the host's MCP controller registered first: the module serves listen; a listen under another Mcp-Method never reaches the SDK", async () => {
     const app = await startNestApp({ host: 'sdk' });
@@ -259,7 +249,7 @@ describe('Nest', () => {
   });
 
   test("the SDK's handler mounted on the HTTP adapter, before Nest's routes: its listen is refused, said once", async () => {
-    const logger = nestLines();
+    const logger = warningsLogger();
     let sdk: ReturnType<typeof sdkHandler> | undefined;
     const app = await startNestApp({
       host: 'none',
@@ -303,7 +293,7 @@ describe('Nest', () => {
       providers: [SdkHandler],
     })
     class AppModule {}
-    const logger = nestLines();
+    const logger = warningsLogger();
     const app = await NestFactory.create<NestExpressApplication>(AppModule, { logger, abortOnError: false });
     cleanups.push(
       () => app.close(),
