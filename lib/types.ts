@@ -429,7 +429,8 @@ export interface NodeAdapterOptions<Req = unknown> {
    * under an identity of its own, so that anonymous callers never cancel each other's streams nor
    * share tasks, and all of them together count as one principal for `maxSubscriptionsPerPrincipal`.
    * A string with a NUL character (reserved for those identities) or a value that is not a string is
-   * the host's mistake: the request is answered 500 and the mistake logged.
+   * the host's mistake: the request is answered 500 and the mistake logged. The first listen without a
+   * principal while `canRead` runs is logged as a warning (auth mounted after the middleware, most likely).
    * `req.auth.clientId` is never used by default: it names the OAuth client, shared by all its users
    * (return it here explicitly if your tokens identify a client only).
    * @default `req.auth` as the SDK's `requireBearerAuth` sets it (`extra.sub`, else `extra.principal`),
