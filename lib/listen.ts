@@ -193,10 +193,10 @@ export function resolveListenOptions<Req>(
   });
 }
 
-/** The warning of a listen without a principal while a read check is configured, and its likely causes. */
+/** The warning of a listen without a principal whose URIs the read check all refused, and its likely causes. */
 const ANONYMOUS_WITH_READ_CHECK =
-  'a subscriptions/listen request had no principal while `canRead` is configured, so its URIs were checked as an ' +
-  "anonymous caller's (a read rule that needs a user refuses them all: the acknowledgement comes back empty). " +
+  'a subscriptions/listen request had no principal, and the read check (`canRead`) refused every URI it asked for: ' +
+  "they were checked as an anonymous caller's, and the acknowledgement holds none. " +
   'If your callers authenticate, the likely cause is auth that runs after the listen middleware: in Express mount ' +
   'your auth before mcpSubscriptions(), on the same route; in Nest authenticate in a global guard or in the ' +
   "module's `guards`. Or your auth keeps the caller elsewhere than `req.auth.extra.sub` or `req.user`: give the " +
@@ -226,8 +226,8 @@ export function createListenHandler<Req = unknown>(
   if (resolved.handleSubscribeResource) uriChecks.push(resolved.handleSubscribeResource);
   const taskChecks: ItemCheck<Req>[] = resolved.canAccessTask ? [resolved.canAccessTask] : [];
   const stageNames = ['canRead', 'handleSubscribeResource'];
-  // A listen without a principal while URIs are read-checked: most likely auth that runs after us.
-  // Said once per engine (one per middleware or module), since anonymous callers may be intended.
+  // A listen without a principal whose every URI the read check refused: most likely auth that runs
+  // after us. Said once per engine (one per middleware or module): anonymous callers may be intended.
   const readChecked = capabilities.resourceSubscriptions && resolved.canRead !== undefined;
   let warnedAnonymous = false;
 
@@ -306,10 +306,6 @@ export function createListenHandler<Req = unknown>(
     }
 
     const { principal } = input;
-    if (readChecked && !warnedAnonymous && isAnonymous(principal)) {
-      warnedAnonymous = true;
-      logger.warn(ANONYMOUS_WITH_READ_CHECK);
-    }
     let reservation;
     try {
       reservation = hub.reserve(principal, request.id);
@@ -361,6 +357,16 @@ export function createListenHandler<Req = unknown>(
     if (gone || res.destroyed) {
       reservation.release();
       return;
+    }
+    if (
+      readChecked &&
+      !warnedAnonymous &&
+      isAnonymous(principal) &&
+      (request.filter.resourceSubscriptions?.length ?? 0) > 0 &&
+      honored.resourceSubscriptions === undefined
+    ) {
+      warnedAnonymous = true;
+      logger.warn(ANONYMOUS_WITH_READ_CHECK);
     }
     if (stop?.signal.reason instanceof AuthorizeDeadlineError) {
       logger.warn(

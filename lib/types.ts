@@ -430,7 +430,7 @@ export interface NodeAdapterOptions<Req = unknown> {
    * share tasks, and all of them together count as one principal for `maxSubscriptionsPerPrincipal`.
    * A string with a NUL character (reserved for those identities) or a value that is not a string is
    * the host's mistake: the request is answered 500 and the mistake logged. The first listen without a
-   * principal while `canRead` runs is logged as a warning (auth mounted after the middleware, most likely).
+   * principal whose every URI `canRead` refused is logged as a warning (auth mounted after, most likely).
    * `req.auth.clientId` is never used by default: it names the OAuth client, shared by all its users
    * (return it here explicitly if your tokens identify a client only).
    * @default `req.auth` as the SDK's `requireBearerAuth` sets it (`extra.sub`, else `extra.principal`),

@@ -40,7 +40,8 @@ import { listenBody, listenHeaders, post, type SseStream } from '../helpers/sse.
 const OFFER = { toolsListChanged: true, resourceSubscriptions: true } as const;
 const ASKED = { toolsListChanged: true, resourceSubscriptions: ['note://alice/todo', 'note://bob/secret'] };
 const UNCHECKED_LOG = /MCP SDK's own handler.*never checked.*mcpSubscriptions\(\) in front of the SDK handler/;
-const ANONYMOUS_LOG = /no principal while `canRead` is configured.*auth that runs after the listen middleware/;
+const ANONYMOUS_LOG =
+  /no principal, and the read check \(`canRead`\) refused every URI.*auth that runs after the listen middleware/;
 
 /** The read rule: a note is readable by its owner only. */
 const canRead = (uri: string, { principal }: { readonly principal: string }): boolean =>
