@@ -26,6 +26,11 @@ export const DiagnosticsChannel = Object.freeze({
    * `{ stage, errorName, errorCode }` (never the error itself: it may quote the URI).
    */
   CheckError: 'mcp-subscriptions:check:error',
+  /**
+   * A listen reached the MCP SDK's own listen handler past this library and was refused (a mount-order
+   * mistake, docs/mount-order.md): an `UncheckedListenMessage`, `{ uncheckedListens }`.
+   */
+  UncheckedListen: 'mcp-subscriptions:listen:unchecked',
 });
 
 export const streamOpenChannel = channel(DiagnosticsChannel.StreamOpen);
@@ -33,6 +38,7 @@ export const streamCloseChannel = channel(DiagnosticsChannel.StreamClose);
 export const publishChannel = channel(DiagnosticsChannel.Publish);
 export const overflowChannel = channel(DiagnosticsChannel.Overflow);
 export const checkErrorChannel = channel(DiagnosticsChannel.CheckError);
+export const uncheckedListenChannel = channel(DiagnosticsChannel.UncheckedListen);
 
 /** The default logger: one line on stderr per report. */
 export const consoleLogger: Logger = Object.freeze({

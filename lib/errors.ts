@@ -101,6 +101,11 @@ export const ErrorCode = Object.freeze({
   AuthorizeDeadline: 'ERR_MCP_SUBSCRIPTIONS_AUTHORIZE_DEADLINE',
   /** An engine invariant was broken (a reservation opened twice): a bug in an adapter. */
   Internal: 'ERR_MCP_SUBSCRIPTIONS_INTERNAL',
+  /**
+   * A `subscriptions/listen` reached the MCP SDK's own listen handler, past this library (the hub is
+   * the SDK's `bus`): thrown by `hub.subscribe()` to refuse it, since its URIs were never checked.
+   */
+  UncheckedListen: 'ERR_MCP_SUBSCRIPTIONS_UNCHECKED_LISTEN',
 
   // Runtime errors of the client (`mcp-subscriptions/client`): `ListenError` and `WaitForError`.
   /** Client: the server answered the listen request with an error (an HTTP error, or a JSON-RPC error). */

@@ -83,13 +83,30 @@ export function negotiate(headers: HeaderBag, body: unknown): void {
   }
 }
 
-/** Which of ours a request is, from its parsed body (or `undefined` when unparseable) and headers. */
+function methodOf(message: unknown): unknown {
+  return typeof message === 'object' && message !== null && !Array.isArray(message)
+    ? (message as { method?: unknown }).method
+    : undefined;
+}
+
+/** Whether an `Mcp-Method` header names listen at all: alone, repeated, or among other methods. */
+function headerNamesListen(value: string | readonly string[] | undefined): boolean {
+  if (value === undefined) return false;
+  const values = typeof value === 'string' ? [value] : value;
+  return values.some((one) => one.split(',').some((part) => part.trim() === LISTEN_METHOD));
+}
+
+/**
+ * Which of ours a request is, from its parsed body (or `undefined` when unparseable) and headers.
+ * Listen is whatever names `subscriptions/listen` anywhere: the body's method (also inside a batch) or
+ * the `Mcp-Method` header (also repeated or listing several). Every such request is ours, to serve or
+ * to refuse (a header that differs from the body: -32020; a batch: -32600), and never goes on to the
+ * MCP server behind, which might serve it unchecked.
+ */
 export function routeOf(body: unknown, headers: HeaderBag): 'listen' | 'cancelled' | 'other' {
-  const method =
-    typeof body === 'object' && body !== null && !Array.isArray(body)
-      ? (body as { method?: unknown }).method
-      : undefined;
-  if (method === LISTEN_METHOD || headers['mcp-method'] === LISTEN_METHOD) return 'listen';
+  const method = methodOf(body);
+  if (method === LISTEN_METHOD || headerNamesListen(headers['mcp-method'])) return 'listen';
+  if (Array.isArray(body) && body.some((message) => methodOf(message) === LISTEN_METHOD)) return 'listen';
   if (method === CANCELLED_METHOD) return 'cancelled';
   return 'other';
 }
@@ -176,6 +193,14 @@ export function refuseOversizedBody(req: IncomingMessage, res: StreamResponse, e
   writeProtocolError(res, error);
 }
 
+function parseOrUndefined(text: Buffer | string): unknown {
+  try {
+    return JSON.parse(String(text)) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
 /** How long a connection refused for its body size stays half-closed before it is destroyed. */
 const OVERSIZED_BODY_LINGER_MS = 1000;
 
@@ -253,34 +278,33 @@ export function resolvePrincipal(named: unknown): string | undefined {
   return named;
 }
 
-function headerValue(value: string | readonly string[] | undefined): string | undefined {
-  return typeof value === 'string' ? value : value?.[0];
-}
-
 /**
  * The request handling both Node adapters share. Serves `subscriptions/listen`, and a
  * `notifications/cancelled` naming one of the caller's open streams (202); resolves `'next'` for
  * anything else, with its body left where `express.json()` would leave it when this function had to
- * read it. Reads the body only when no parser did and it may be ours (JSON, or `Mcp-Method` says
- * listen). A JSON-typed body it consumed that is not JSON is answered -32700 here: nobody after it
- * could read those bytes again. A client that hangs up before its body is in is served: nothing is
- * left to answer. Rejects only when reading the request stream fails while the client is still there.
+ * read it. Reads the body when no parser did and it may be ours (JSON, or `Mcp-Method` names listen),
+ * whatever method the header names: a body naming listen under another header is refused here
+ * ({@link routeOf}), not passed on. A JSON-typed body it consumed that is not JSON is answered -32700
+ * here: nobody after it could read those bytes again. A client that hangs up before its body is in is
+ * served: nothing is left to answer. Rejects only when reading the request stream fails while the
+ * client is still there.
  */
 export async function serveNodeRequest<Req extends NodeRequest>(
   req: Req,
   res: StreamResponse,
   options: NodeServeOptions<Req>,
 ): Promise<'served' | 'next'> {
-  const headerMethod = headerValue(req.headers['mcp-method']);
+  const headerListen = headerNamesListen(req.headers['mcp-method']);
   const parsedBefore = bodyWasParsed(req);
   let body: unknown = parsedBefore ? req.body : undefined;
   let rawBody: Buffer | string | undefined;
   if (Buffer.isBuffer(body) || typeof body === 'string') {
-    // A raw or text body parser ran: the engine parses the bytes.
+    // A raw or text body parser ran: the engine parses the bytes, and routing reads them too, so that a
+    // listen in them is not passed on unchecked (what goes on keeps the parser's body).
     rawBody = body;
-    body = undefined;
+    body = parseOrUndefined(rawBody);
   } else if (!parsedBefore) {
-    if (!isJsonContentType(req.headers['content-type']) && headerMethod !== LISTEN_METHOD) return 'next';
+    if (!isJsonContentType(req.headers['content-type']) && !headerListen) return 'next';
     try {
       rawBody = await readRequestBody(req, options.maxBodyBytes);
     } catch (error) {
@@ -297,7 +321,7 @@ export async function serveNodeRequest<Req extends NodeRequest>(
     try {
       body = JSON.parse(rawBody.toString()) as unknown;
     } catch {
-      if (headerMethod !== LISTEN_METHOD) {
+      if (!headerListen) {
         writeProtocolError(res, new ProtocolError('parse-error', 'Parse error: the request body is not valid JSON'));
         return 'served';
       }

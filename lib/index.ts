@@ -64,4 +64,5 @@ export type {
   SubscriptionEventKind,
   SubscriptionHubOptions,
   TaskState,
+  UncheckedListenMessage,
 } from './types.ts';

@@ -193,6 +193,15 @@ export function resolveListenOptions<Req>(
   });
 }
 
+/** The warning of a listen without a principal whose URIs the read check all refused, and its likely causes. */
+const ANONYMOUS_WITH_READ_CHECK =
+  'a subscriptions/listen request had no principal, and the read check (`canRead`) refused every URI it asked for: ' +
+  "they were checked as an anonymous caller's, and the acknowledgement holds none. " +
+  'If your callers authenticate, the likely cause is auth that runs after the listen middleware: in Express mount ' +
+  'your auth before mcpSubscriptions(), on the same route; in Nest authenticate in a global guard or in the ' +
+  "module's `guards`. Or your auth keeps the caller elsewhere than `req.auth.extra.sub` or `req.user`: give the " +
+  '`principal` option. Logged once (docs/mount-order.md)';
+
 /**
  * Creates the listen engine an adapter serves requests with. Options are validated here; a mistake
  * throws an `OptionsError` naming the field.
@@ -217,6 +226,10 @@ export function createListenHandler<Req = unknown>(
   if (resolved.handleSubscribeResource) uriChecks.push(resolved.handleSubscribeResource);
   const taskChecks: ItemCheck<Req>[] = resolved.canAccessTask ? [resolved.canAccessTask] : [];
   const stageNames = ['canRead', 'handleSubscribeResource'];
+  // A listen without a principal whose every URI the read check refused: most likely auth that runs
+  // after us. Said once per engine (one per middleware or module): anonymous callers may be intended.
+  const readChecked = capabilities.resourceSubscriptions && resolved.canRead !== undefined;
+  let warnedAnonymous = false;
 
   const onCheckError =
     (what: 'resource' | 'task') =>
@@ -344,6 +357,16 @@ export function createListenHandler<Req = unknown>(
     if (gone || res.destroyed) {
       reservation.release();
       return;
+    }
+    if (
+      readChecked &&
+      !warnedAnonymous &&
+      isAnonymous(principal) &&
+      (request.filter.resourceSubscriptions?.length ?? 0) > 0 &&
+      honored.resourceSubscriptions === undefined
+    ) {
+      warnedAnonymous = true;
+      logger.warn(ANONYMOUS_WITH_READ_CHECK);
     }
     if (stop?.signal.reason instanceof AuthorizeDeadlineError) {
       logger.warn(

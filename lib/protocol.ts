@@ -58,9 +58,10 @@ export function isAbsoluteUri(value: string): boolean {
   return ABSOLUTE_ASCII_URI.test(value) || ABSOLUTE_URI.test(value);
 }
 
+/** A header's value; one given several times reads as Node joins it (`a, b`), so it matches no single value. */
 function header(headers: HeaderBag, name: string): string | undefined {
   const value = headers[name];
-  return typeof value === 'string' ? value : value?.[0];
+  return typeof value === 'string' ? value : value?.join(', ');
 }
 
 function invalidParams(message: string, id: RequestId | null): ProtocolError {
@@ -151,7 +152,9 @@ export function parseListenRequest(body: unknown, headers: HeaderBag, options: P
       'header-mismatch',
       methodHeader === undefined
         ? 'Header mismatch: the Mcp-Method header is required'
-        : 'Header mismatch: the Mcp-Method header differs from the body `method`',
+        : methodHeader.includes(',')
+          ? 'Header mismatch: the Mcp-Method header must be sent once, naming the body `method` only'
+          : 'Header mismatch: the Mcp-Method header differs from the body `method`',
       { id },
     );
   }

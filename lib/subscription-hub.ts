@@ -10,6 +10,7 @@ import {
   publishChannel,
   streamCloseChannel,
   streamOpenChannel,
+  uncheckedListenChannel,
 } from './diagnostics.ts';
 import {
   describeValue,
@@ -46,6 +47,7 @@ import type {
   SubscriptionEvent,
   SubscriptionHubOptions,
   TaskState,
+  UncheckedListenMessage,
 } from './types.ts';
 import {
   durationMs,
@@ -104,6 +106,12 @@ export function resolveHubOptions(options: SubscriptionHubOptions = {}): Resolve
     stallTimeoutMs: durationOrFalse('stallTimeoutMs', given(options.stallTimeoutMs, 60_000)),
   });
 }
+
+/** Why {@link SubscriptionHub.subscribe} refuses, and the fix. */
+const UNCHECKED_LISTEN_MESSAGE =
+  "a subscriptions/listen request reached the MCP SDK's own handler, past mcp-subscriptions, so its URIs were " +
+  'never checked: it was refused (HTTP 500). Mount mcpSubscriptions() in front of the SDK handler, on the same ' +
+  'route (Express); in Nest, serve MCP from a controller route, not from a handler mounted on the HTTP adapter';
 
 function requestKey(principal: string, id: RequestId): string {
   return `${principal}\u0000${typeof id === 'number' ? 'n' : 's'}${id}`;
@@ -230,6 +238,8 @@ export class SubscriptionHub {
   private published = 0;
   private opened = 0;
   private refused = 0;
+  /** Listens the SDK served itself, refused by {@link subscribe}. */
+  private uncheckedListens = 0;
   private closing = false;
   /** Whether the bus failed last time: a bus that is down is reported once per outage, not per event. */
   private busFailing = false;
@@ -312,18 +322,35 @@ export class SubscriptionHub {
   }
 
   /**
-   * The SDK's `ServerEventBus.subscribe`: registers a listener for the four MCP change events this hub
-   * delivers (published here or arriving over the bus), so the hub can be passed as the SDK's `bus`.
-   * Task events are left out: an SDK listener does not know them (see {@link subscribeAll}). Returns an
-   * idempotent unsubscribe.
+   * The SDK's `ServerEventBus.subscribe`, which makes the hub fit as the SDK's `bus`
+   * (`createMcpHandler(factory, { bus: hub })`, so that `notify.*` reaches the hub) and closes the
+   * SDK's own `subscriptions/listen`: the SDK calls it only to serve a listen itself, which happens
+   * only when a listen got past this library (the SDK's handler mounted before `mcpSubscriptions()`,
+   * or outside Nest routing), with its URIs never checked. So it always refuses: it throws an error
+   * coded `ERR_MCP_SUBSCRIPTIONS_UNCHECKED_LISTEN` (the SDK then answers 500 and its acknowledgement
+   * is never sent), logs the first such refusal of this hub as an error naming the fix, counts each
+   * in `stats().uncheckedListens` and publishes it on the `UncheckedListen` diagnostics channel.
+   *
+   * To follow the hub's events, use {@link subscribeAll}.
    */
-  subscribe(listener: (event: McpChangeEvent) => void): () => void {
-    return this.subscribeAll((event) => {
-      if (event.kind !== 'task_status') listener(event);
-    });
+  subscribe(_listener: (event: McpChangeEvent) => void): () => void {
+    this.uncheckedListens++;
+    if (uncheckedListenChannel.hasSubscribers) {
+      uncheckedListenChannel.publish({ uncheckedListens: this.uncheckedListens } satisfies UncheckedListenMessage);
+    }
+    if (this.uncheckedListens === 1) {
+      this.options.logger.error(
+        `${UNCHECKED_LISTEN_MESSAGE}; later ones are only counted in stats().uncheckedListens (docs/mount-order.md)`,
+      );
+    }
+    throw new McpSubscriptionsError(ErrorCode.UncheckedListen, `mcp-subscriptions: ${UNCHECKED_LISTEN_MESSAGE}`);
   }
 
-  /** Registers a listener for every event this hub delivers, task events included. Returns an idempotent unsubscribe. */
+  /**
+   * Registers a listener for every event this hub delivers (published here or arriving over the bus),
+   * task events included. Returns an idempotent unsubscribe. This is the way to follow the hub's
+   * events; {@link subscribe} is the SDK's and refuses.
+   */
   subscribeAll(listener: (event: SubscriptionEvent) => void): () => void {
     const own = (event: SubscriptionEvent): void => listener(event);
     this.listeners.add(own);
@@ -433,6 +460,7 @@ export class SubscriptionHub {
       closed: { ...this.closedBy },
       cutOff: this.counters.cutOff,
       refused: this.refused,
+      uncheckedListens: this.uncheckedListens,
       maxSubscriptions: this.options.maxSubscriptions,
       maxBuffer: this.options.maxBuffer,
     };

@@ -295,6 +295,12 @@ export interface HubStats {
   /** Ending streams cut off because their client did not read the last frames within `completeTimeoutMs`. */
   cutOff: number;
   refused: number;
+  /**
+   * Listen requests that reached the MCP SDK's own listen handler past this library (the hub being the
+   * SDK's `bus`) and were refused by `subscribe()`: a mount-order mistake whenever above 0
+   * (docs/mount-order.md). The first one is logged as an error.
+   */
+  uncheckedListens: number;
   maxSubscriptions: number;
   maxBuffer: number;
 }
@@ -423,7 +429,8 @@ export interface NodeAdapterOptions<Req = unknown> {
    * under an identity of its own, so that anonymous callers never cancel each other's streams nor
    * share tasks, and all of them together count as one principal for `maxSubscriptionsPerPrincipal`.
    * A string with a NUL character (reserved for those identities) or a value that is not a string is
-   * the host's mistake: the request is answered 500 and the mistake logged.
+   * the host's mistake: the request is answered 500 and the mistake logged. The first listen without a
+   * principal whose every URI `canRead` refused is logged as a warning (auth mounted after, most likely).
    * `req.auth.clientId` is never used by default: it names the OAuth client, shared by all its users
    * (return it here explicitly if your tokens identify a client only).
    * @default `req.auth` as the SDK's `requireBearerAuth` sets it (`extra.sub`, else `extra.principal`),
@@ -494,6 +501,15 @@ export interface CheckErrorMessage {
   readonly errorName: unknown;
   /** The thrown value's `code`, when it has one (`'ERR_MCP_SUBSCRIPTIONS_CHECK_TIMEOUT'` for a timeout). */
   readonly errorCode: unknown;
+}
+
+/**
+ * The payload of the `UncheckedListen` diagnostics channel: a listen reached the MCP SDK's own listen
+ * handler past this library and was refused. Nothing about the request: the SDK hands the hub none.
+ */
+export interface UncheckedListenMessage {
+  /** The hub's `stats().uncheckedListens`, this one included. */
+  readonly uncheckedListens: number;
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -4,12 +4,10 @@
  */
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import {
-  CANCELLED_METHOD,
   createListenHandler,
   defaultPrincipal as nodeDefaultPrincipal,
   DEFAULT_MAX_BODY_BYTES,
   given,
-  LISTEN_METHOD,
   optionalFunction,
   NODE_ADAPTER_OPTION_KEYS,
   positiveInteger,
@@ -32,10 +30,6 @@ export type McpSubscriptionsMiddleware = RequestHandler & { readonly handler: Li
 /** The default principal: `req.auth` (the SDK's bearer auth), else `req.user` (Passport and friends). */
 export function defaultPrincipal(req: Request): string | undefined {
   return nodeDefaultPrincipal(req as Request & { auth?: unknown; user?: unknown });
-}
-
-function headerValue(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
 }
 
 /**
@@ -80,12 +74,8 @@ export function mcpSubscriptions(options: McpSubscriptionsOptions): McpSubscript
       next();
       return;
     }
-    const headerMethod = headerValue(req.headers['mcp-method']);
-    // Fast path: a request whose Mcp-Method names another method is not ours; its body stays unread.
-    if (headerMethod !== undefined && headerMethod !== LISTEN_METHOD && headerMethod !== CANCELLED_METHOD) {
-      next();
-      return;
-    }
+    // Whatever Mcp-Method says, the body is read: a body naming listen under another header is ours to
+    // refuse, not to pass on (docs/mount-order.md).
     serveNodeRequest(req, res, serveOptions).then((outcome) => {
       if (outcome === 'next') next();
     }, next);

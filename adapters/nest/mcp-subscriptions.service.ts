@@ -15,13 +15,10 @@ import {
 } from '@nestjs/common';
 import { ExternalContextCreator, HttpAdapterHost, ModuleRef } from '@nestjs/core';
 import {
-  bodyWasParsed,
-  CANCELLED_METHOD,
   createListenHandler,
   describeValue,
   ErrorCode,
   isHub,
-  LISTEN_METHOD,
   OptionsError,
   serveNodeRequest,
   SubscriptionHub,
@@ -57,10 +54,6 @@ function isHttpException(error: unknown): boolean {
     typeof (error as { getStatus?: unknown }).getStatus === 'function' &&
     typeof (error as { getResponse?: unknown }).getResponse === 'function'
   );
-}
-
-function headerValue(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
 }
 
 const noop: Next = () => {};
@@ -189,19 +182,8 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
    * streams; anything else goes on through `next()`, with its body where a body parser would leave it.
    */
   async serve(req: McpRequest, res: ServerResponse, next: Next): Promise<void> {
-    const headerMethod = headerValue(req.headers['mcp-method']);
-    // Fast path: a request whose Mcp-Method names another method is not ours. Its body is read (by
-    // serveNodeRequest) only when no body parser ran, so that the next route's guards see it as they
-    // would behind one.
-    if (
-      bodyWasParsed(req) &&
-      headerMethod !== undefined &&
-      headerMethod !== LISTEN_METHOD &&
-      headerMethod !== CANCELLED_METHOD
-    ) {
-      next();
-      return;
-    }
+    // Whatever Mcp-Method says, the body decides too: a body naming listen under another header is ours
+    // to refuse, not to pass on (docs/mount-order.md).
     try {
       const outcome = await serveNodeRequest(req, res, this.serveOptions);
       if (outcome === 'next') next();

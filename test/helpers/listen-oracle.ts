@@ -7,7 +7,6 @@
 import { isAbsoluteUri } from '../../lib/internal.ts';
 
 const LISTEN = 'subscriptions/listen';
-const CANCELLED = 'notifications/cancelled';
 const VERSION_KEY = 'io.modelcontextprotocol/protocolVersion';
 const CAPABILITIES_KEY = 'io.modelcontextprotocol/clientCapabilities';
 const TASKS = 'io.modelcontextprotocol/tasks';
@@ -58,11 +57,12 @@ const NOT_JSON = Symbol('not JSON');
  */
 export function expectedAnswer(body: Buffer, headers: Headers, server: OracleServer): Expected {
   const method = one(headers['mcp-method']);
-  // The middleware's routing: a request another Mcp-Method names, or not JSON and not said to be a
-  // listen, is not read at all.
-  if (method !== undefined && method !== LISTEN && method !== CANCELLED) return { kind: 'passed-on', read: false };
+  // The middleware's routing (docs/mount-order.md): the body is read whatever method the header names,
+  // and whatever names listen anywhere (the body, a batch, any of the header's comma-separated values)
+  // is ours. A body that is not JSON, from a request whose header does not name listen, is not read.
+  const headerNamesListen = method !== undefined && method.split(',').some((part) => part.trim() === LISTEN);
   const contentType = one(headers['content-type']);
-  if (!(contentType !== undefined && jsonContentType(contentType)) && method !== LISTEN) {
+  if (!(contentType !== undefined && jsonContentType(contentType)) && !headerNamesListen) {
     return { kind: 'passed-on', read: false };
   }
   if (body.length > server.maxBodyBytes) return { kind: 'error', status: 413, code: -32600, id: null };
@@ -72,9 +72,10 @@ export function expectedAnswer(body: Buffer, headers: Headers, server: OracleSer
   } catch {
     // -32700 below, once content negotiation had its say.
   }
-  if (parsed === NOT_JSON && method !== LISTEN) return { kind: 'error', status: 400, code: -32700, id: null };
+  if (parsed === NOT_JSON && !headerNamesListen) return { kind: 'error', status: 400, code: -32700, id: null };
   const bodyMethod = isObject(parsed) ? parsed.method : undefined;
-  if (bodyMethod !== LISTEN && method !== LISTEN) {
+  const batchNamesListen = Array.isArray(parsed) && parsed.some((entry) => isObject(entry) && entry.method === LISTEN);
+  if (bodyMethod !== LISTEN && !headerNamesListen && !batchNamesListen) {
     // Ours only to cancel a stream, and this caller has none open.
     return { kind: 'passed-on', read: true, body: parsed };
   }

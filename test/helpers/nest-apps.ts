@@ -24,6 +24,7 @@ import {
   type DynamicModule,
   type ExecutionContext,
   type INestApplication,
+  type LoggerService,
   type NestApplicationOptions,
   type Provider,
   type Type,
@@ -289,4 +290,15 @@ export async function startNestApp(init: NestAppInit = {}): Promise<NestTestApp>
 /** `Authorization: Bearer <token>`. */
 export function bearer(token: string): Record<string, string> {
   return { authorization: `Bearer ${token}` };
+}
+
+/** A Nest logger that keeps the warnings and errors it is given (the module's, among others), with their level. */
+export function warningsLogger(): LoggerService & { lines: string[] } {
+  const lines: string[] = [];
+  return {
+    lines,
+    log: () => {},
+    error: (message: unknown) => void lines.push(`error: ${String(message)}`),
+    warn: (message: unknown) => void lines.push(`warn: ${String(message)}`),
+  };
 }

@@ -12,6 +12,7 @@ const RUNTIME_CODES: readonly string[] = [
   ErrorCode.CheckTimeout,
   ErrorCode.AuthorizeDeadline,
   ErrorCode.Internal,
+  ErrorCode.UncheckedListen,
   // An OptionsError by class, but reported at run time: the url form of RedisBus loads its library
   // asynchronously, after the constructor returned.
   ErrorCode.RedisClientMissing,

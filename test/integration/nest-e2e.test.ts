@@ -363,7 +363,7 @@ describe('NestJS module: in front of the official SDK handler', () => {
     expect(ours.map((line) => line.level)).toStrictEqual(['warn']);
     expect(ours[0]?.params).toStrictEqual([expect.stringMatching(/^canRead failed\b.*: Error$/), 'McpSubscriptions']);
     // The same at the error level (where Nest prints a second argument as a stack): a hub listener that throws.
-    const unsubscribe = app.hub.subscribe(() => {
+    const unsubscribe = app.hub.subscribeAll(() => {
       throw new Error('secret note://alice/x');
     });
     app.hub.resourceUpdated('note://alice/y');

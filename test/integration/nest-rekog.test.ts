@@ -13,13 +13,13 @@
  */
 import 'reflect-metadata';
 import { afterEach, describe, expect, it } from '@jest/globals';
-import { Controller, Module, UseGuards, type INestApplication, type LoggerService } from '@nestjs/common';
+import { Controller, Module, UseGuards, type INestApplication } from '@nestjs/common';
 import { APP_GUARD, NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { McpController, McpHttpControllerFor, McpStrategy, StreamableHttpTransport, Tool } from '@rekog/mcp-nest';
 import { SubscriptionHub } from 'mcp-subscriptions';
 import { McpSubscriptionsModule } from 'mcp-subscriptions/nest';
-import { BASE_OPTIONS, BearerGuard, bearer, GuardLogModule, ReadGuard } from '../helpers/nest-apps.ts';
+import { BASE_OPTIONS, BearerGuard, bearer, GuardLogModule, ReadGuard, warningsLogger } from '../helpers/nest-apps.ts';
 import { mcpRequest } from '../helpers/sample-app.ts';
 import { listen, type SseStream } from '../helpers/sse.ts';
 
@@ -44,17 +44,6 @@ function expectToBe(actual: unknown, expected: unknown, context: string): void {
   expect({ actual, context }).toStrictEqual({ actual: expected, context });
 }
 
-/** Collects the warnings and errors Nest's logger is given (the module's, among others), with their level. */
-function warnings(): LoggerService & { lines: string[] } {
-  const lines: string[] = [];
-  return {
-    lines,
-    log: () => {},
-    error: (message: unknown) => void lines.push(`error: ${String(message)}`),
-    warn: (message: unknown) => void lines.push(`warn: ${String(message)}`),
-  };
-}
-
 async function startRekogApp(mode: 'controller' | 'self-mounted') {
   const transport = new StreamableHttpTransport();
   const strategy = new McpStrategy({ name: 'rekog-greeter', version: '1.0.0', transports: [transport] });
@@ -73,7 +62,7 @@ async function startRekogApp(mode: 'controller' | 'self-mounted') {
   })
   class AppModule {}
 
-  const logger = warnings();
+  const logger = warningsLogger();
   const app = await NestFactory.create<NestExpressApplication>(AppModule, { logger, abortOnError: false });
   apps.push(app);
   strategy.setHttpAdapter(app.getHttpAdapter());

@@ -88,6 +88,10 @@ test('every channel fires but Overflow (a queue is never below the keys its stre
   hub.resourceUpdated(SECRETS[0]!); // queued (the socket is full)
   hub.toolsListChanged(); // queued too: maxBuffer 1 is raised to the stream's three keys, so nothing is dropped
   res.clientClose();
+  // The SDK's own listen reaching the hub (its bus) past the middleware: refused, and published.
+  expect(() => hub.subscribe(() => {})).toThrow(
+    expect.objectContaining({ code: 'ERR_MCP_SUBSCRIPTIONS_UNCHECKED_LISTEN' }),
+  );
   await hub.close();
 
   const open = received.get(DiagnosticsChannel.StreamOpen)!;
@@ -127,6 +131,7 @@ test('every channel fires but Overflow (a queue is never below the keys its stre
   expect(overflow.length).toBe(0);
   expect(checkError.length).toBe(1);
   expect((checkError[0] as { stage: string }).stage).toBe('canRead');
+  expect(received.get(DiagnosticsChannel.UncheckedListen)).toStrictEqual([{ uncheckedListens: 1 }]);
 
   const everything = [...received.values()].flat().map(serialize).join('\n');
   for (const secret of SECRETS) {

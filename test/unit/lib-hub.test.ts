@@ -427,11 +427,11 @@ describe('StreamQueue overflow policies (a queue offered more keys than its boun
 });
 
 describe('listeners and the bus', () => {
-  test('subscribe() sees every MCP change event; unsubscribe is idempotent; a throwing listener is logged, not thrown', async () => {
+  test('subscribeAll() sees every event; unsubscribe is idempotent; a throwing listener is logged, not thrown', async () => {
     const { hub, logger } = newHub();
     const seen: SubscriptionEvent[] = [];
-    const unsubscribe = hub.subscribe((event) => seen.push(event));
-    const unsubscribeBad = hub.subscribe(() => {
+    const unsubscribe = hub.subscribeAll((event) => seen.push(event));
+    const unsubscribeBad = hub.subscribeAll(() => {
       throw new Error('listener bug');
     });
     const res = new FakeResponse();
@@ -449,8 +449,8 @@ describe('listeners and the bus', () => {
     await hub.close();
   });
 
-  test("the hub is the SDK's ServerEventBus: handler.notify.* reaches our streams; SDK listeners never see task events", async () => {
-    const { hub } = newHub();
+  test("the hub is the SDK's ServerEventBus: handler.notify.* reaches our streams; the SDK's own listen is refused", async () => {
+    const { hub, logger } = newHub();
     const bus: ServerEventBus = hub;
     const handler = createMcpHandler(() => new McpServer({ name: 'sdk', version: '1.0.0' }), { bus: hub });
     const res = new FakeResponse();
@@ -463,16 +463,26 @@ describe('listeners and the bus', () => {
       'notifications/resources/updated note://a',
     ]);
 
+    // The SDK subscribes only to serve a listen itself, past the middleware: refused every time, with
+    // a code; logged once per hub, counted each time.
     const sdkSeen: unknown[] = [];
+    for (let i = 0; i < 3; i++) {
+      expect(thrown(() => bus.subscribe((event) => sdkSeen.push(event)))).toMatchObject({
+        code: ErrorCode.UncheckedListen,
+        message: expect.stringMatching(/^mcp-subscriptions: .*mount mcpSubscriptions\(\) in front of the SDK handler/i),
+      });
+    }
+    expect(logger.errors.map(([message]) => message)).toStrictEqual([
+      expect.stringMatching(/MCP SDK's own handler.*never checked.*stats\(\)\.uncheckedListens/),
+    ]);
+    expect(hub.stats().uncheckedListens).toBe(3);
     const allSeen: SubscriptionEvent[] = [];
-    const stopSdk = bus.subscribe((event) => sdkSeen.push(event));
     const stopAll = hub.subscribeAll((event) => allSeen.push(event));
     const task = { taskId: 't1', status: 'working' as const, createdAt: 'x', lastUpdatedAt: 'x', ttlMs: null };
     hub.taskStatus(task, 'alice');
     hub.promptsListChanged();
-    expect(sdkSeen).toStrictEqual([{ kind: 'prompts_list_changed' }]);
+    expect(sdkSeen).toStrictEqual([]);
     expect(allSeen.map((event) => event.kind)).toStrictEqual(['task_status', 'prompts_list_changed']);
-    stopSdk();
     stopAll();
     await handler.close();
     await hub.close();
@@ -488,7 +498,7 @@ describe('listeners and the bus', () => {
     openStream(a, onA, { id: 'a', filter: { resourceSubscriptions: ['note://x'] } });
     openStream(b, onB, { id: 'b', filter: { resourceSubscriptions: ['note://x'] } });
     const seenByA: SubscriptionEvent[] = [];
-    a.subscribe((event) => seenByA.push(event));
+    a.subscribeAll((event) => seenByA.push(event));
 
     expect(a.resourceUpdated('note://x')).toStrictEqual(report({ matched: 1, written: 1 }));
     await settle(); // a tick's events reach a stream as one write, at the end of the tick
@@ -498,7 +508,7 @@ describe('listeners and the bus', () => {
     expect(b.stats().published).toBe(1);
     // A listener on the receiving hub sees events that arrived over the bus.
     const seenByB: SubscriptionEvent[] = [];
-    const stop = b.subscribe((event) => seenByB.push(event));
+    const stop = b.subscribeAll((event) => seenByB.push(event));
     a.toolsListChanged();
     stop();
     expect(seenByB).toStrictEqual([{ kind: 'tools_list_changed' }]);
@@ -699,7 +709,7 @@ describe('complete and close', () => {
     expect(bus.size).toBe(0);
     // Host code may still publish during shutdown: nothing is delivered and nothing throws.
     const seen: SubscriptionEvent[] = [];
-    hub.subscribe((event) => seen.push(event));
+    hub.subscribeAll((event) => seen.push(event));
     expect(hub.toolsListChanged()).toStrictEqual(report({}));
     expect(hub.resourceUpdated('note://a')).toStrictEqual(report({}));
     expect(seen).toStrictEqual([]);

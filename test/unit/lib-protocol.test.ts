@@ -12,6 +12,7 @@ import {
   ProtocolError,
   REFUSAL_STATUS,
   refusalStatus,
+  routeOf,
   type HeaderBag,
   type ParseOptions,
   type RefusalReason,
@@ -219,6 +220,33 @@ describe('parseListenRequest: one check at a time', () => {
     const different = refuse(listenBody('m', {}), listenHeaders({ 'mcp-method': 'tools/list' }));
     expect(different.rpcCode).toBe(-32020);
     expect(different.message).toMatch(/Mcp-Method/);
+  });
+
+  test('Mcp-Method given more than once (an array, or values Node joined) is -32020, even when each names listen', () => {
+    for (const twice of [
+      ['subscriptions/listen', 'subscriptions/listen'],
+      'subscriptions/listen, subscriptions/listen',
+    ]) {
+      const error = refuse(listenBody('m', {}), { ...listenHeaders(), 'mcp-method': twice });
+      expect(error.rpcCode).toBe(-32020);
+      expect(error.message).toBe(
+        'Header mismatch: the Mcp-Method header must be sent once, naming the body `method` only',
+      );
+    }
+  });
+
+  test('routeOf: whatever names listen, in the body (a batch too) or anywhere in Mcp-Method, is listen', () => {
+    const listen = listenBody('r', {});
+    const tools = { jsonrpc: '2.0', id: 1, method: 'tools/list' };
+    const cancel = { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 'r' } };
+    expect(routeOf(listen, { 'mcp-method': 'tools/call' })).toBe('listen');
+    expect(routeOf([tools, listen], { 'mcp-method': 'tools/list' })).toBe('listen');
+    expect(routeOf(undefined, { 'mcp-method': 'tools/call, subscriptions/listen' })).toBe('listen');
+    expect(routeOf(tools, { 'mcp-method': ['tools/list', 'subscriptions/listen'] })).toBe('listen');
+    expect(routeOf(cancel, {})).toBe('cancelled');
+    expect(routeOf(tools, { 'mcp-method': 'tools/list' })).toBe('other');
+    expect(routeOf([tools], {})).toBe('other');
+    expect(routeOf(undefined, { 'mcp-method': 'subscriptions/listening' })).toBe('other');
   });
 
   test('an unsupported protocol version is -32022 with the supported and requested versions in data', () => {
