@@ -293,14 +293,17 @@ function thrownBy(fn: () => unknown, required = true): ProtocolError | undefined
 }
 
 describe('routing and the caller', () => {
-  test('routeOf: listen by body or by Mcp-Method, cancelled by body, anything else is other', () => {
+  test('routeOf: listen by body, by any Mcp-Method value or inside a batch; cancelled by body; anything else is other', () => {
     const cases: [unknown, Record<string, string>, string][] = [
       [{ method: 'subscriptions/listen' }, {}, 'listen'],
       [undefined, { 'mcp-method': 'subscriptions/listen' }, 'listen'],
       [{ method: 'tools/list' }, { 'mcp-method': 'subscriptions/listen' }, 'listen'],
       [{ method: 'notifications/cancelled' }, {}, 'cancelled'],
       [{ method: 'tools/list' }, {}, 'other'],
-      [[{ method: 'subscriptions/listen' }], {}, 'other'],
+      // A batch that holds a listen is ours to refuse (-32600), never passed on unchecked.
+      [[{ method: 'subscriptions/listen' }], {}, 'listen'],
+      [[{ method: 'tools/list' }], {}, 'other'],
+      [{ method: 'tools/list' }, { 'mcp-method': 'tools/list, subscriptions/listen' }, 'listen'],
       [null, {}, 'other'],
       ['subscriptions/listen', {}, 'other'],
       [undefined, { 'mcp-method': 'notifications/cancelled' }, 'other'],
