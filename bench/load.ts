@@ -17,10 +17,11 @@ import {
   usage,
   waitFor,
 } from './lib/client.ts';
-import type { SseReader } from './lib/client.ts';
+import type { StreamReader } from './lib/client.ts';
 import type { Usage } from './lib/control.ts';
-import { median, percentile, prng, slope } from './lib/stats.ts';
-import { listenBody, listenHeaders, noteUri, now, PRINCIPAL, toolsListRequest, TOKEN } from './lib/wire.ts';
+import { now } from '../tools/shared/clock.ts';
+import { median, percentile, prng, slope } from '../tools/shared/stats.ts';
+import { listenBody, listenHeaders, noteUri, PRINCIPAL, toolsListRequest, TOKEN } from './lib/wire.ts';
 import type { Filter } from './lib/wire.ts';
 
 /** The servers; `ceiling-express` is the ceiling mounted in Express (idle and open only: what the framework costs). */
@@ -52,10 +53,10 @@ type Scenario = (
   nodes: Nodes | undefined,
 ) => Promise<ScenarioResult>;
 
-const sum = (readers: readonly SseReader[]): number => readers.reduce((a, r) => a + r.events, 0);
+const sum = (readers: readonly StreamReader[]): number => readers.reduce((a, r) => a + r.events, 0);
 
 /** Publish→receive latencies of stream `reader` for events `t` that it received as its frames `from…`. */
-function latencies(out: number[], reader: SseReader, from: number, t: readonly number[]): void {
+function latencies(out: number[], reader: StreamReader, from: number, t: readonly number[]): void {
   for (let k = 0; k < t.length; k++) {
     const idx = from + k;
     if (idx >= reader.events || idx >= reader.times.length) break;
@@ -84,7 +85,7 @@ async function serverIdle(port: number): Promise<boolean> {
  * latest event), and when the last stream had its last frame.
  */
 async function collectRound(
-  readers: readonly SseReader[],
+  readers: readonly StreamReader[],
   base: readonly number[],
   t: readonly number[],
   events: number,
@@ -208,7 +209,7 @@ const resources: Scenario = async (
     const port = ports[target];
     await prefill(port, uris);
     const rand = prng(p.seed);
-    const readers: SseReader[] = [];
+    const readers: StreamReader[] = [];
     const figures: Figures = {};
     const xs: number[] = [];
     const publishCpu: number[] = [];
@@ -594,7 +595,7 @@ function noteWriter(port: number): { put(name: string, k: number): Promise<void>
  * back got identical events coalesced, and its last frame stands for the last write).
  */
 async function writeBurst(
-  readers: readonly SseReader[],
+  readers: readonly StreamReader[],
   writePort: number,
   cpuPorts: readonly number[],
   name: string,
@@ -654,7 +655,7 @@ interface OneAtATime {
  * hits them alike, which matters for a difference of a millisecond.
  */
 async function oneAtATime(
-  setups: readonly { readers: readonly SseReader[]; write: number }[],
+  setups: readonly { readers: readonly StreamReader[]; write: number }[],
   name: string,
   events: number,
 ): Promise<OneAtATime[]> {
@@ -713,7 +714,7 @@ const crossnode: Scenario = async (
   const onA = await openMany(nodes.a, p.streams, filter, { capacity });
   await sleep(300);
   type Mode = 'single' | 'cross' | 'local';
-  const setups: Record<Mode, { readers: SseReader[]; write: number; cpu: number[] }> = {
+  const setups: Record<Mode, { readers: StreamReader[]; write: number; cpu: number[] }> = {
     single: { readers: single, write: ports.ours, cpu: [ports.ours] },
     cross: { readers: onA, write: nodes.b, cpu: [nodes.a, nodes.b] },
     local: { readers: onA, write: nodes.a, cpu: [nodes.a, nodes.b] },
@@ -814,7 +815,7 @@ const tick: Scenario = async (
     await prefill(ports[target], [uri]);
     route[target] = await writeRouteCost(ports[target], note, p.writes, p.routeWarmup);
   }
-  const readers: Partial<Record<Target, SseReader[]>> = {};
+  const readers: Partial<Record<Target, StreamReader[]>> = {};
   const capacity = p.warmup + p.rounds * p.writes;
   for (const target of targets) {
     readers[target] = await openMany(ports[target], p.streams, () => ({ resourceSubscriptions: [uri] }), { capacity });

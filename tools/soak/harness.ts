@@ -17,16 +17,6 @@ export const sum = (values: Iterable<number>): number => {
   return total;
 };
 
-/** A seeded PRNG (mulberry32): the same seed makes the same choices (timings still vary). */
-export function prng(state: number): () => number {
-  return () => {
-    state = (state + 0x6d2b79f5) | 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** An integer flag of at least `min`, or `fallback` when absent; exit 2 on anything else. */
 export function intFlag(name: string, value: string | undefined, fallback: number, min: number): number {
   if (value === undefined) return fallback;

@@ -15,7 +15,9 @@
  * event's number and the phases' time windows: it waits for every reader to have it, answers with the
  * figures per window, hangs up and exits).
  */
-import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { now } from '../shared/clock.ts';
+import { sortedPercentile } from '../shared/stats.ts';
 import { Listen, type ListenPlan } from './client.ts';
 
 /** Task ids the numbered events rotate over: a healthy stream may fall this many events behind and lose none. */
@@ -39,7 +41,7 @@ export interface HealthyConfig {
   readonly firstCycle: number;
 }
 
-/** A window of publish times (`performance.timeOrigin + performance.now()`, as the server stamps them). */
+/** A window of publish times (tools/shared/clock.ts, as the server stamps them). */
 export interface Window {
   readonly name: string;
   readonly start: number;
@@ -160,13 +162,8 @@ class Healthy {
   }
 }
 
-const pick = (sorted: Float64Array, p: number): number =>
-  sorted.length === 0
-    ? Number.NaN
-    : sorted[Math.max(0, Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1))]!;
-
 async function serve(config: HealthyConfig, send: (reply: HealthyReply) => void): Promise<void> {
-  const deliveries = new Deliveries(performance.timeOrigin + performance.now());
+  const deliveries = new Deliveries(now());
   const plan = healthyPlan(config.firstCycle);
   const listens: Listen[] = [];
   // 64 at a time, each waited for its acknowledgement.
@@ -220,9 +217,9 @@ async function serve(config: HealthyConfig, send: (reply: HealthyReply) => void)
         name: window.name,
         events: seen.filter((t) => t >= window.start && t < window.end).length,
         deliveries: sorted.length,
-        p50Ms: pick(sorted, 50),
-        p99Ms: pick(sorted, 99),
-        maxMs: pick(sorted, 100),
+        p50Ms: sortedPercentile(sorted, 50),
+        p99Ms: sortedPercentile(sorted, 99),
+        maxMs: sortedPercentile(sorted, 100),
       };
     };
     return {

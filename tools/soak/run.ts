@@ -37,7 +37,8 @@ import { writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { cancel, Listen, type ListenPlan } from './client.ts';
-import { cell, type Check, intFlag, leftovers, mib, prng, ServerProcess, sleep, sum, table } from './harness.ts';
+import { prng } from '../shared/stats.ts';
+import { cell, type Check, intFlag, leftovers, mib, ServerProcess, sleep, sum, table } from './harness.ts';
 import type { ResponseState, ServerConfig } from './messages.ts';
 
 /**

@@ -26,6 +26,7 @@ import {
   SubscriptionHub,
 } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
+import { now } from '../shared/clock.ts';
 import {
   type DiagnosticsTally,
   type MemorySample,
@@ -68,8 +69,6 @@ if (typeof process.send !== 'function' || gc === undefined) {
 const send = process.send.bind(process);
 const config = JSON.parse(process.env['SOAK_SERVER_CONFIG'] ?? '') as ServerConfig;
 const stuckMode = config.mode === 'stuck';
-/** A time comparable across processes (the driver's is taken the same way). */
-const now = (): number => performance.timeOrigin + performance.now();
 
 // -------------------------------------------------------------------------------------------------
 // What the engine logs, and what the diagnostics channels say about each stream

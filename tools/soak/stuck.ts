@@ -50,7 +50,9 @@ import path from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { Listen, type ListenPlan } from './client.ts';
-import { cell, type Check, intFlag, leftovers, mib, prng, ROOT, ServerProcess, sleep, sum, table } from './harness.ts';
+import { now } from '../shared/clock.ts';
+import { percentile, prng } from '../shared/stats.ts';
+import { cell, type Check, intFlag, leftovers, mib, ROOT, ServerProcess, sleep, sum, table } from './harness.ts';
 import {
   type HealthyConfig,
   healthyPlan,
@@ -185,7 +187,6 @@ const serverConfig: ServerConfig = {
 
 const random = prng(seed);
 const pick = (n: number): number => Math.floor(random() * n);
-const now = (): number => performance.timeOrigin + performance.now();
 
 // -------------------------------------------------------------------------------------------------
 // A network namespace of its own, and the guard on the kernel's TCP memory
@@ -589,12 +590,6 @@ async function churn(port: number, from: number): Promise<ChurnTally> {
 // -------------------------------------------------------------------------------------------------
 // Figures
 // -------------------------------------------------------------------------------------------------
-
-function percentile(values: readonly number[], p: number): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = Float64Array.from(values).sort();
-  return sorted[Math.max(0, Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1))] ?? Number.NaN;
-}
 
 const ms = (value: number, digits = 1): string => (Number.isFinite(value) ? `${value.toFixed(digits)} ms` : 'n/a');
 const kib = (bytes: number): string => `${(bytes / 1024).toFixed(1)} KiB`;
