@@ -1,5 +1,5 @@
 /**
- * The soak's listen client, shared by both of its runs (`run.ts`, `stuck.ts`): one listen request on a
+ * The soak's listen client, shared by both of its runs (`run.ts`, `stuck/`): one listen request on a
  * connection of its own over real TCP, its SSE parsed as bytes arrive (by the reader the bench shares,
  * tools/shared/sse-reader.ts), and what must not happen noted (no acknowledgement first, a terminal
  * result that is not its own, a message after it).
@@ -177,10 +177,59 @@ export class Listen {
     return true;
   }
 
+  /** Stops reading: the socket's buffers fill and the server must hold back. */
+  stopReading(): void {
+    this.res?.pause();
+    this.res?.socket.pause();
+  }
+
+  resumeReading(): void {
+    this.res?.socket.resume();
+    this.res?.resume();
+  }
+
   hangUp(): void {
     this.req.destroy();
     this.res?.destroy();
   }
+}
+
+/** A reader that has not been acknowledged after this long has hung. */
+export const ACK_GUARD_MS = 30_000;
+/** Connections opened at once by {@link openMany}. */
+const OPEN_CONCURRENCY = 64;
+
+/**
+ * Opens `count` listens, {@link OPEN_CONCURRENCY} at a time; resolves once each is acknowledged or
+ * over. With `stopAtAck`, each stops reading in the very handler that parsed its acknowledgement:
+ * nothing after it is read.
+ */
+export async function openMany(
+  port: number,
+  count: number,
+  plan: (i: number) => ListenPlan,
+  stopAtAck = false,
+): Promise<Listen[]> {
+  const listens = new Array<Listen>(count);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < count) {
+      const i = next++;
+      const listen = new Listen(port, plan(i), 'full');
+      if (stopAtAck) {
+        listen.onChunk((self) => {
+          if (!self.acked) return;
+          self.stopReading();
+          // Once: reading again later must not stop it again.
+          self.onChunk(() => {});
+        });
+      }
+      listens[i] = listen;
+      await listen.until(() => listen.acked || listen.ended, ACK_GUARD_MS);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(OPEN_CONCURRENCY, count) }, worker));
+  return listens;
 }
 
 /** Posts `notifications/cancelled` for `plan`'s stream; resolves with the HTTP status. */

@@ -1,5 +1,5 @@
 /**
- * What both soak runs (`run.ts`, `stuck.ts`) share: the server process and its control channel, the
+ * What both soak runs (`run.ts`, `stuck/`) share: the server process and its control channel, the
  * checks of what must be left once every client is gone, and the printed table.
  */
 import { fork, type ChildProcess } from 'node:child_process';

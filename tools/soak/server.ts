@@ -1,7 +1,7 @@
 /**
  * The soak's server process: an Express app with `mcpSubscriptions()` on `POST /mcp`, a hub under a
  * steady publish load, and host checks that answer at once, later, never (until told to stop) or
- * with a throw. It is driven by `run.ts` (or `stuck.ts`, in `stuck` mode) over the IPC channel
+ * with a throw. It is driven by `run.ts` (or `stuck/main.ts`, in `stuck` mode) over the IPC channel
  * (messages.ts) and reports on itself: hub statistics, the hub's private indexes, live timers, active
  * handles, listeners, connections, host checks in flight, the diagnostics channels' per-stream tallies
  * and the heap after GC. In `stuck` mode it also numbers the events of the healthy readers, watches the
