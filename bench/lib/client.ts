@@ -7,7 +7,7 @@ import http from 'node:http';
 import { now } from '../../tools/shared/clock.ts';
 import { SseReader } from '../../tools/shared/sse-reader.ts';
 import type { PublishOrder, Usage } from './control.ts';
-import { listenBody, listenHeaders, type Filter } from './wire.ts';
+import { listenBody, listenHeaders, PRINCIPAL, TOKEN, type Filter } from './wire.ts';
 
 /** Listen streams: one socket each, never pooled, as many as the fd limit allows. */
 export const streamAgent = new http.Agent({ keepAlive: false, maxSockets: Infinity });
@@ -266,4 +266,30 @@ export async function hammer(
   const elapsedMs = now() - start;
   agent.destroy();
   return { requests, failed, elapsedMs, statuses };
+}
+
+/** A kept-alive connection to one node's write route; `put(name, k)` rewrites note `name` (version `k`). */
+export function noteWriter(port: number): { put(name: string, k: number): Promise<void>; close(): void } {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const headers = { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` };
+  return {
+    async put(name, k) {
+      const body = JSON.stringify({ text: `v${k}` });
+      const { status, text } = await request(port, 'PUT', `/api/notes/${PRINCIPAL}/${name}`, body, headers, agent);
+      if (status !== 200 && status !== 201) throw new Error(`PUT ${name}: HTTP ${status}: ${text.slice(0, 200)}`);
+    },
+    close: () => agent.destroy(),
+  };
+}
+
+/** Reads the last data frame of a captured body as JSON. */
+export function lastFrame(text: string): { method?: string; params?: { uri?: string } } | undefined {
+  const at = text.lastIndexOf('\ndata: ');
+  if (at === -1) return undefined;
+  const end = text.indexOf('\n', at + 7);
+  try {
+    return JSON.parse(text.slice(at + 7, end === -1 ? undefined : end)) as { method?: string };
+  } catch {
+    return undefined;
+  }
 }
