@@ -4,7 +4,7 @@
  * fan-out (a burst published in one tick) and the tick scenario (one event per write request, net of
  * the write route), CPU per delivery above deliveries/s.
  */
-import type { Figures, Target } from './load.ts';
+import type { Figures, Target } from './scenario.ts';
 import type { Report } from './report.ts';
 
 /** The chart's three series (the ceiling in Express explains two table rows; it is not charted). */

@@ -1,6 +1,5 @@
 /** Turns scenario results into table rows (values, ratios, targets) and prints them. */
-import type { ScenarioResult, Target } from './load.ts';
-import { TARGETS, type ScenarioSpec } from './scenarios.ts';
+import { type Scenario, type ScenarioResult, type Target, TARGETS } from './scenario.ts';
 
 type Value = number | boolean | string | undefined;
 
@@ -45,7 +44,7 @@ function ratio(a: Value, b: Value): number | undefined {
     : undefined;
 }
 
-export function buildRows(spec: ScenarioSpec, params: Record<string, unknown>, result: ScenarioResult): Row[] {
+export function buildRows(spec: Scenario, params: Record<string, unknown>, result: ScenarioResult): Row[] {
   return spec.rows(params).map((row) => {
     const values: Partial<Record<Target, Value>> = {};
     for (const target of TARGETS) {
@@ -69,7 +68,7 @@ export function buildRows(spec: ScenarioSpec, params: Record<string, unknown>, r
 }
 
 /** The one row of a scenario that could not run here, saying why. */
-export function skippedRow(spec: ScenarioSpec, reason: string): Row {
+export function skippedRow(spec: Scenario, reason: string): Row {
   return {
     scenario: spec.name,
     label: `${spec.name}: skipped`,

@@ -19,9 +19,10 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { renderChart } from './chart.ts';
-import type { LoadRequest, Nodes, ScenarioResult, Target } from './load.ts';
+import type { LoadRequest } from './load.ts';
 import { buildRows, formatTable, skippedRow, type Report } from './report.ts';
-import { SCENARIOS, type ScenarioSpec } from './scenarios.ts';
+import type { Nodes, Scenario, ScenarioResult, Target } from './scenario.ts';
+import { SCENARIOS } from './scenarios/index.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const NODE_ARGS = ['--conditions=mcp-subscriptions-source', '--import', 'tsx'];
@@ -177,7 +178,7 @@ function inCi(): boolean {
 }
 
 /** The reason `spec` cannot run here, or `undefined`; throws under CI. */
-async function skipReason(spec: ScenarioSpec): Promise<string | undefined> {
+async function skipReason(spec: Scenario): Promise<string | undefined> {
   if (spec.redisNodes !== true) return undefined;
   const problem = await redisProblem();
   if (problem === undefined) return undefined;

@@ -1,11 +1,13 @@
 /**
  * The load generator's HTTP side: listen streams over raw `node:http` (one socket each, no pooling)
- * with a minimal streaming SSE frame counter, and small helpers for the control routes and the
+ * read by the SSE reader the soak shares (tools/shared/sse-reader.ts), and small helpers for the control routes and the
  * host's write route. Only 127.0.0.1, and every wait is bounded in time.
  */
 import http from 'node:http';
+import { now } from '../../tools/shared/clock.ts';
+import { SseReader } from '../../tools/shared/sse-reader.ts';
 import type { PublishOrder, Usage } from './control.ts';
-import { listenBody, listenHeaders, now, type Filter } from './wire.ts';
+import { listenBody, listenHeaders, PRINCIPAL, TOKEN, type Filter } from './wire.ts';
 
 /** Listen streams: one socket each, never pooled, as many as the fd limit allows. */
 export const streamAgent = new http.Agent({ keepAlive: false, maxSockets: Infinity });
@@ -15,19 +17,14 @@ export const controlAgent = new http.Agent({ keepAlive: true, maxSockets: 4 });
 const HOST = '127.0.0.1';
 
 /**
- * Counts the data frames of one SSE response as bytes arrive and timestamps each: a frame is a run
- * of lines ending with an empty line, and counts only if one of its lines starts with `d` (`data:`),
- * so keepalive comments are skipped. No per-frame allocation; a chunk gets one timestamp.
+ * One listen stream as the load generator reads it: its events counted and timestamped as bytes
+ * arrive (the shared {@link SseReader}, counting only: nothing allocated per event), and its HTTP
+ * request and response, to stop reading, resume and hang up.
  */
-export class SseReader {
-  /** Data frames received, the acknowledgement included. */
-  frames = 0;
-  bytes = 0;
-  /** Chunks read (one per socket read that the HTTP parser turned into body): frames per chunk show batching. */
-  chunks = 0;
+export class StreamReader {
+  /** Its body's reader: events, bytes, chunks, the last arrival. */
+  readonly sse: SseReader;
   ackAt = Number.NaN;
-  /** When the last byte arrived. */
-  lastAt = 0;
   ended = false;
   /** The whole body, when captured. */
   text = '';
@@ -36,52 +33,42 @@ export class SseReader {
   onFrame: (() => void) | undefined;
   request: http.ClientRequest | undefined;
   response: http.IncomingMessage | undefined;
-  private lineStart = true;
-  private hasData = false;
 
   constructor(
     capacity: number,
     private readonly capture = false,
   ) {
     this.times = new Float64Array(capacity);
+    this.sse = new SseReader({ onEvent: (_data, at) => this.frame(at) });
   }
 
   /** Events received after the acknowledgement. */
   get events(): number {
-    return this.frames > 0 ? this.frames - 1 : 0;
+    return this.sse.events > 0 ? this.sse.events - 1 : 0;
+  }
+
+  /** Data frames received, the acknowledgement included. */
+  get frames(): number {
+    return this.sse.events;
+  }
+
+  /** Chunks read: frames per chunk show batching. */
+  get chunks(): number {
+    return this.sse.chunks;
+  }
+
+  /** When the last byte arrived. */
+  get lastAt(): number {
+    return this.sse.lastAt;
   }
 
   feed(chunk: Buffer): void {
-    const t = now();
-    this.lastAt = t;
-    this.bytes += chunk.length;
-    this.chunks++;
     if (this.capture) this.text += chunk.toString();
-    const len = chunk.length;
-    let pos = 0;
-    for (;;) {
-      if (this.lineStart) {
-        if (pos >= len) break;
-        const c = chunk[pos];
-        if (c === 10) {
-          if (this.hasData) this.frame(t);
-          this.hasData = false;
-          pos++;
-          continue;
-        }
-        if (c === 100) this.hasData = true;
-        this.lineStart = false;
-      }
-      const newline = chunk.indexOf(10, pos);
-      if (newline === -1) break;
-      pos = newline + 1;
-      this.lineStart = true;
-    }
+    this.sse.feed(chunk);
   }
 
   private frame(t: number): void {
-    const k = this.frames - 1;
-    this.frames++;
+    const k = this.sse.events - 2;
     if (k < 0) this.ackAt = t;
     else if (k < this.times.length) this.times[k] = t;
     this.onFrame?.();
@@ -111,8 +98,8 @@ export function openListen(
   id: string,
   filter: Filter,
   options: { capacity?: number; capture?: boolean; timeoutMs?: number } = {},
-): Promise<SseReader> {
-  const reader = new SseReader(options.capacity ?? 0, options.capture ?? false);
+): Promise<StreamReader> {
+  const reader = new StreamReader(options.capacity ?? 0, options.capture ?? false);
   const body = listenBody(id, filter);
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
@@ -164,9 +151,9 @@ export async function openMany(
   count: number,
   filter: (i: number) => Filter,
   options: { concurrency?: number; capacity?: number; from?: number } = {},
-): Promise<SseReader[]> {
+): Promise<StreamReader[]> {
   const from = options.from ?? 0;
-  const readers = new Array<SseReader>(count);
+  const readers = new Array<StreamReader>(count);
   let next = 0;
   const worker = async (): Promise<void> => {
     while (next < count) {
@@ -178,7 +165,7 @@ export async function openMany(
   return readers;
 }
 
-export function closeAll(readers: Iterable<SseReader>): void {
+export function closeAll(readers: Iterable<StreamReader>): void {
   for (const reader of readers) reader.close();
 }
 
@@ -279,4 +266,30 @@ export async function hammer(
   const elapsedMs = now() - start;
   agent.destroy();
   return { requests, failed, elapsedMs, statuses };
+}
+
+/** A kept-alive connection to one node's write route; `put(name, k)` rewrites note `name` (version `k`). */
+export function noteWriter(port: number): { put(name: string, k: number): Promise<void>; close(): void } {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const headers = { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` };
+  return {
+    async put(name, k) {
+      const body = JSON.stringify({ text: `v${k}` });
+      const { status, text } = await request(port, 'PUT', `/api/notes/${PRINCIPAL}/${name}`, body, headers, agent);
+      if (status !== 200 && status !== 201) throw new Error(`PUT ${name}: HTTP ${status}: ${text.slice(0, 200)}`);
+    },
+    close: () => agent.destroy(),
+  };
+}
+
+/** Reads the last data frame of a captured body as JSON. */
+export function lastFrame(text: string): { method?: string; params?: { uri?: string } } | undefined {
+  const at = text.lastIndexOf('\ndata: ');
+  if (at === -1) return undefined;
+  const end = text.indexOf('\n', at + 7);
+  try {
+    return JSON.parse(text.slice(at + 7, end === -1 ? undefined : end)) as { method?: string };
+  } catch {
+    return undefined;
+  }
 }

@@ -8,7 +8,7 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import path from 'node:path';
 import v8 from 'node:v8';
-import { now } from './wire.ts';
+import { now } from '../../tools/shared/clock.ts';
 
 /** What a server under test exposes to its control routes. */
 export interface ControlTarget {

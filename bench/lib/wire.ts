@@ -75,11 +75,6 @@ export function toolsListRequest(id: number): { body: string; headers: Record<st
   };
 }
 
-/** A monotonic timestamp comparable across processes on this machine, in milliseconds. */
-export function now(): number {
-  return performance.timeOrigin + performance.now();
-}
-
 // The ceiling's frames: the bytes the engine's `eventFrame()`/`ackFrame()` and the SDK produce.
 const FRAME_HEAD = 'event: message\ndata: ';
 const FRAME_TAIL = '\n\n';

@@ -1,10 +1,12 @@
 /**
- * The soak's listen client, shared by both of its runs (`run.ts`, `stuck.ts`): one listen request on a
- * connection of its own over real TCP, its SSE parsed as bytes arrive, and what must not happen noted
- * (no acknowledgement first, a terminal result that is not its own, a message after it).
+ * The soak's listen client, shared by both of its runs (`run.ts`, `stuck/`): one listen request on a
+ * connection of its own over real TCP, its SSE parsed as bytes arrive (by the reader the bench shares,
+ * tools/shared/sse-reader.ts), and what must not happen noted (no acknowledgement first, a terminal
+ * result that is not its own, a message after it).
  */
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
+import { SseReader } from '../shared/sse-reader.ts';
 
 export const PROTOCOL_VERSION = '2026-07-28';
 const ACK = 'notifications/subscriptions/acknowledged';
@@ -58,14 +60,12 @@ export class Listen {
   problem: string | undefined;
   /**
    * Called with the data of every message after the acknowledgement, and with the time its chunk
-   * arrived (`performance.timeOrigin + performance.now()`, comparable across processes).
+   * arrived (tools/shared/clock.ts: comparable across processes).
    */
   onMessage: ((data: string, at: number) => void) | undefined;
-  bytes = 0;
-  events = 0;
   ended = false;
   readonly closed: Promise<void>;
-  private buffer = '';
+  private readonly sse = new SseReader({ data: true, onEvent: (data, at) => this.event(data, at) });
   private readonly idJson: string;
   private onData: ((listen: Listen) => void) | undefined;
   private readonly waiters: (() => void)[] = [];
@@ -99,7 +99,6 @@ export class Listen {
       const done = (): void => {
         if (this.ended) return;
         this.ended = true;
-        this.flushEvent();
         this.wake();
         resolve();
       };
@@ -122,30 +121,25 @@ export class Listen {
     this.onData = handler;
   }
 
+  /** Bytes received. */
+  get bytes(): number {
+    return this.sse.bytes;
+  }
+
+  /** Messages received (keepalives are none), the acknowledgement included. */
+  get events(): number {
+    return this.sse.events;
+  }
+
   private data(chunk: Buffer): void {
-    this.bytes += chunk.length;
-    this.buffer += chunk.toString('latin1');
-    const at = this.onMessage === undefined ? 0 : performance.timeOrigin + performance.now();
-    let end: number;
-    while ((end = this.buffer.indexOf('\n\n')) !== -1) {
-      this.event(this.buffer.slice(0, end), at);
-      this.buffer = this.buffer.slice(end + 2);
-    }
+    this.sse.feed(chunk);
     this.onData?.(this);
     this.wake();
   }
 
-  /** A frame the connection closed inside is no message. */
-  private flushEvent(): void {
-    this.buffer = '';
-  }
-
-  private event(text: string, at: number): void {
-    if (text.startsWith(':')) return; // keepalive
-    this.events++;
-    const data = text.slice(text.indexOf('data: ') + 6);
+  private event(data: string, at: number): void {
     if (this.completed) this.problem ??= 'a message after the terminal result';
-    if (this.events === 1) {
+    if (this.sse.events === 1) {
       if (!data.includes(`"method":"${ACK}"`) || !data.includes(`":${this.idJson}}`)) {
         this.problem ??= 'the first message is not its acknowledgement';
       }
@@ -183,10 +177,59 @@ export class Listen {
     return true;
   }
 
+  /** Stops reading: the socket's buffers fill and the server must hold back. */
+  stopReading(): void {
+    this.res?.pause();
+    this.res?.socket.pause();
+  }
+
+  resumeReading(): void {
+    this.res?.socket.resume();
+    this.res?.resume();
+  }
+
   hangUp(): void {
     this.req.destroy();
     this.res?.destroy();
   }
+}
+
+/** A reader that has not been acknowledged after this long has hung. */
+export const ACK_GUARD_MS = 30_000;
+/** Connections opened at once by {@link openMany}. */
+const OPEN_CONCURRENCY = 64;
+
+/**
+ * Opens `count` listens, {@link OPEN_CONCURRENCY} at a time; resolves once each is acknowledged or
+ * over. With `stopAtAck`, each stops reading in the very handler that parsed its acknowledgement:
+ * nothing after it is read.
+ */
+export async function openMany(
+  port: number,
+  count: number,
+  plan: (i: number) => ListenPlan,
+  stopAtAck = false,
+): Promise<Listen[]> {
+  const listens = new Array<Listen>(count);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < count) {
+      const i = next++;
+      const listen = new Listen(port, plan(i), 'full');
+      if (stopAtAck) {
+        listen.onChunk((self) => {
+          if (!self.acked) return;
+          self.stopReading();
+          // Once: reading again later must not stop it again.
+          self.onChunk(() => {});
+        });
+      }
+      listens[i] = listen;
+      await listen.until(() => listen.acked || listen.ended, ACK_GUARD_MS);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(OPEN_CONCURRENCY, count) }, worker));
+  return listens;
 }
 
 /** Posts `notifications/cancelled` for `plan`'s stream; resolves with the HTTP status. */

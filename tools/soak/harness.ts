@@ -1,5 +1,5 @@
 /**
- * What both soak runs (`run.ts`, `stuck.ts`) share: the server process and its control channel, the
+ * What both soak runs (`run.ts`, `stuck/`) share: the server process and its control channel, the
  * checks of what must be left once every client is gone, and the printed table.
  */
 import { fork, type ChildProcess } from 'node:child_process';
@@ -16,16 +16,6 @@ export const sum = (values: Iterable<number>): number => {
   for (const value of values) total += value;
   return total;
 };
-
-/** A seeded PRNG (mulberry32): the same seed makes the same choices (timings still vary). */
-export function prng(state: number): () => number {
-  return () => {
-    state = (state + 0x6d2b79f5) | 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** An integer flag of at least `min`, or `fallback` when absent; exit 2 on anything else. */
 export function intFlag(name: string, value: string | undefined, fallback: number, min: number): number {

@@ -1,5 +1,5 @@
 /**
- * What the soak's drivers (`run.ts`, and `stuck.ts` for `--stuck`) and its server process (`server.ts`)
+ * What the soak's drivers (`run.ts`, and `stuck/main.ts` for `--stuck`) and its server process (`server.ts`)
  * tell each other over Node's IPC channel: the server's settings, the driver's requests, and the
  * server's snapshots of itself.
  */
@@ -8,7 +8,7 @@ import type { HubStats } from 'mcp-subscriptions';
 /** How the server process is set up; passed as JSON in `SOAK_SERVER_CONFIG`. */
 export interface ServerConfig {
   /**
-   * `cycles`: the soak of run.ts (its publisher runs from the start). `stuck`: the run of stuck.ts, whose
+   * `cycles`: the soak of run.ts (its publisher runs from the start). `stuck`: the run of stuck/main.ts, whose
    * publisher runs only when the driver says so and numbers the events its healthy readers follow.
    */
   readonly mode: 'cycles' | 'stuck';

@@ -1,7 +1,7 @@
 /**
  * `npm run soak [-- --quick] [--cycles=20000] [--concurrency=32] [--rate=1000] [--waves=8] [--seed=1]
  * [--kinds=a,b] [--json=FILE] [--trace-timers]`: issue #14's soak of the Express middleware (with
- * `--stuck`, its other run: thousands of stopped readers at once, see stuck.ts). Listen
+ * `--stuck`, its other run: thousands of stopped readers at once, see stuck/main.ts). Listen
  * streams are opened and closed `--cycles` times on loopback, `--concurrency` at a time, under a
  * steady publish load (`--rate` events/s), each cycle ending one way picked at random (`--kinds`
  * restricts them, to chase one path):
@@ -37,7 +37,8 @@ import { writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { cancel, Listen, type ListenPlan } from './client.ts';
-import { cell, type Check, intFlag, leftovers, mib, prng, ServerProcess, sleep, sum, table } from './harness.ts';
+import { prng } from '../shared/stats.ts';
+import { cell, type Check, intFlag, leftovers, mib, ServerProcess, sleep, sum, table } from './harness.ts';
 import type { ResponseState, ServerConfig } from './messages.ts';
 
 /**
@@ -62,7 +63,7 @@ const CYCLE_GUARD_MS = 20_000;
 // Options
 // -------------------------------------------------------------------------------------------------
 
-/** `--stuck`: the other run of this tool (stuck.ts: stopped readers at scale), which reads its own flags. */
+/** `--stuck`: the other run of this tool (stuck/main.ts: stopped readers at scale), which reads its own flags. */
 const stuckRun = process.argv.slice(2).includes('--stuck');
 
 const { values: flags } = parseArgs({
@@ -591,7 +592,7 @@ async function main(): Promise<number> {
   return ok ? 0 : 1;
 }
 
-(stuckRun ? import('./stuck.ts').then((stuck) => stuck.main()) : main()).then(
+(stuckRun ? import('./stuck/main.ts').then((stuck) => stuck.main()) : main()).then(
   (code) => process.exit(code),
   (error: unknown) => {
     console.error('soak: the run itself failed:', error);

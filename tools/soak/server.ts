@@ -1,7 +1,7 @@
 /**
  * The soak's server process: an Express app with `mcpSubscriptions()` on `POST /mcp`, a hub under a
  * steady publish load, and host checks that answer at once, later, never (until told to stop) or
- * with a throw. It is driven by `run.ts` (or `stuck.ts`, in `stuck` mode) over the IPC channel
+ * with a throw. It is driven by `run.ts` (or `stuck/main.ts`, in `stuck` mode) over the IPC channel
  * (messages.ts) and reports on itself: hub statistics, the hub's private indexes, live timers, active
  * handles, listeners, connections, host checks in flight, the diagnostics channels' per-stream tallies
  * and the heap after GC. In `stuck` mode it also numbers the events of the healthy readers, watches the
@@ -26,6 +26,7 @@ import {
   SubscriptionHub,
 } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
+import { now } from '../shared/clock.ts';
 import {
   type DiagnosticsTally,
   type MemorySample,
@@ -68,8 +69,6 @@ if (typeof process.send !== 'function' || gc === undefined) {
 const send = process.send.bind(process);
 const config = JSON.parse(process.env['SOAK_SERVER_CONFIG'] ?? '') as ServerConfig;
 const stuckMode = config.mode === 'stuck';
-/** A time comparable across processes (the driver's is taken the same way). */
-const now = (): number => performance.timeOrigin + performance.now();
 
 // -------------------------------------------------------------------------------------------------
 // What the engine logs, and what the diagnostics channels say about each stream

@@ -1,9 +1,13 @@
-/** Small statistics for the benchmark: percentiles, medians, a least-squares slope, a seeded PRNG. */
+/** Small statistics for the bench and the soak: percentiles, medians, a least-squares slope, a seeded PRNG. */
 
 /** The `p`th percentile (0–100) of `values`, by nearest rank; `NaN` when empty. Sorts a copy. */
 export function percentile(values: ArrayLike<number>, p: number): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = Float64Array.from(values).sort();
+  return sortedPercentile(Float64Array.from(values).sort(), p);
+}
+
+/** {@link percentile} of values already sorted in ascending order (no copy). */
+export function sortedPercentile(sorted: ArrayLike<number>, p: number): number {
+  if (sorted.length === 0) return Number.NaN;
   const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
   return sorted[rank] as number;
 }
@@ -26,7 +30,7 @@ export function slope(xs: readonly number[], ys: readonly number[]): number {
   return den === 0 ? Number.NaN : num / den;
 }
 
-/** A seeded PRNG (mulberry32), so every server gets the same "random" URIs. */
+/** A seeded PRNG (mulberry32): the same seed makes the same choices (every server gets the same "random" URIs). */
 export function prng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {

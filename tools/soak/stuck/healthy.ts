@@ -1,5 +1,5 @@
 /**
- * The stuck run's healthy readers (`npm run soak -- --stuck`, stuck.ts), in a process of their own:
+ * The stuck run's healthy readers (`npm run soak -- --stuck`), in a process of their own:
  * `--healthy` listens that read every byte at once and check every numbered event the server's
  * publisher sends them (task events whose `statusMessage` is "<number> <publish time>"): each arrives
  * once, in order, and its delivery latency is the time from its publish to its arrival here.
@@ -10,13 +10,15 @@
  * driver and, with small socket buffers, even make the server queue and coalesce their events. Here
  * nothing else runs, so what they measure is the server (and the machine).
  *
- * Forked by stuck.ts with `SOAK_HEALTHY_CONFIG`; it connects, answers `ready`, then takes `mark` (a
+ * Forked by healthy-process.ts with `SOAK_HEALTHY_CONFIG`; it connects, answers `ready`, then takes `mark` (a
  * phase begins: its own event-loop delay so far belongs to the previous one) and `finish` (the last
  * event's number and the phases' time windows: it waits for every reader to have it, answers with the
  * figures per window, hangs up and exits).
  */
-import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
-import { Listen, type ListenPlan } from './client.ts';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { now } from '../../shared/clock.ts';
+import { sortedPercentile } from '../../shared/stats.ts';
+import { type Listen, type ListenPlan, openMany } from '../client.ts';
 
 /** Task ids the numbered events rotate over: a healthy stream may fall this many events behind and lose none. */
 export const SEQ_KEYS = 64;
@@ -39,7 +41,7 @@ export interface HealthyConfig {
   readonly firstCycle: number;
 }
 
-/** A window of publish times (`performance.timeOrigin + performance.now()`, as the server stamps them). */
+/** A window of publish times (tools/shared/clock.ts, as the server stamps them). */
 export interface Window {
   readonly name: string;
   readonly start: number;
@@ -160,26 +162,10 @@ class Healthy {
   }
 }
 
-const pick = (sorted: Float64Array, p: number): number =>
-  sorted.length === 0
-    ? Number.NaN
-    : sorted[Math.max(0, Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1))]!;
-
 async function serve(config: HealthyConfig, send: (reply: HealthyReply) => void): Promise<void> {
-  const deliveries = new Deliveries(performance.timeOrigin + performance.now());
+  const deliveries = new Deliveries(now());
   const plan = healthyPlan(config.firstCycle);
-  const listens: Listen[] = [];
-  // 64 at a time, each waited for its acknowledgement.
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(64, config.count) }, async () => {
-      while (next < config.count) {
-        const listen = new Listen(config.port, plan(next++), 'full');
-        listens.push(listen);
-        await listen.until(() => listen.acked || listen.ended, 30_000);
-      }
-    }),
-  );
+  const listens = await openMany(config.port, config.count, plan);
   const readers = listens.map((listen, i) => new Healthy(listen, deliveries, i === 0));
   const delay = monitorEventLoopDelay({ resolution: 10 });
   delay.enable();
@@ -220,9 +206,9 @@ async function serve(config: HealthyConfig, send: (reply: HealthyReply) => void)
         name: window.name,
         events: seen.filter((t) => t >= window.start && t < window.end).length,
         deliveries: sorted.length,
-        p50Ms: pick(sorted, 50),
-        p99Ms: pick(sorted, 99),
-        maxMs: pick(sorted, 100),
+        p50Ms: sortedPercentile(sorted, 50),
+        p99Ms: sortedPercentile(sorted, 99),
+        maxMs: sortedPercentile(sorted, 100),
       };
     };
     return {

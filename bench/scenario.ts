@@ -1,0 +1,70 @@
+/**
+ * What a benchmark scenario is: its name and title, its settings (full and `--quick` sizes), the
+ * servers it runs against, the rows the table shows of its figures (with their targets), and the load
+ * it drives. Each lives in a file of its own under `scenarios/`; `scenarios/index.ts` lists them in
+ * the order the bench runs them.
+ */
+
+/** The servers; `ceiling-express` is the ceiling mounted in Express (idle and open only: what the framework costs). */
+export type Target = 'ours' | 'sdk' | 'ceiling' | 'ceiling-express';
+/** One target's figures: numbers (NaN where not applicable), booleans, or short strings. */
+export type Figures = Record<string, number | boolean | string>;
+export type ScenarioResult = Partial<Record<Target, Figures>>;
+/** Each server's port. */
+export type Ports = Record<Target, number>;
+
+/** The ports of node A and node B: two `ours` processes joined by a `RedisBus` on one Redis. */
+export interface Nodes {
+  readonly a: number;
+  readonly b: number;
+}
+
+/** The table's columns. */
+export const TARGETS: readonly Target[] = ['ours', 'sdk', 'ceiling'];
+/** The columns plus the ceiling mounted in Express, for the scenarios whose figures Express weighs on. */
+export const WITH_FRAMEWORK: readonly Target[] = [...TARGETS, 'ceiling-express'];
+
+/** One row of the table. */
+export interface RowSpec {
+  readonly label: string;
+  readonly unit: string;
+  /** Read the figure for one target from its results (default: `figures[key]`). */
+  readonly key?: string;
+  readonly value?: (figures: Figures, all: ScenarioResult) => number | boolean | string | undefined;
+  /** Targets the figure applies to; the others show `n/a`. */
+  readonly only?: readonly Target[];
+  readonly digits?: number;
+  readonly target?: string;
+  /** Whether the target is met, from every target's value of this row. */
+  readonly met?: (
+    values: Partial<Record<Target, number | boolean | string | undefined>>,
+    all: ScenarioResult,
+  ) => boolean | undefined;
+  /** A note for the reader (e.g. what the SDK does not do). */
+  readonly note?: string;
+}
+
+/** A scenario, with its settings `P` (printed and stored in the results as they are). */
+export interface Scenario<P = any> {
+  /** What `--only` takes, and the key of its results. */
+  readonly name: string;
+  readonly title: string;
+  readonly full: P;
+  readonly quick: P;
+  /** Which servers it runs against. */
+  readonly targets: readonly Target[];
+  /**
+   * Also run node A and node B: two `ours` joined by a `RedisBus` on one Redis. Without a Redis that
+   * answers, the scenario is skipped with the reason (a failure under CI).
+   */
+  readonly redisNodes?: boolean;
+  readonly timeoutMs: number;
+  readonly rows: (params: P) => RowSpec[];
+  /** Drives the load, in the load generator's process (load.ts), and returns each target's figures. */
+  readonly run: (
+    ports: Ports,
+    targets: readonly Target[],
+    params: P,
+    nodes: Nodes | undefined,
+  ) => Promise<ScenarioResult>;
+}

@@ -1,0 +1,262 @@
+/**
+ * cross-node: N streams on node A hold one note's URI; writes of that note go through node B's
+ * write route, and B's `RedisBus` carries each event to A. Single node: the same load on `ours` with
+ * no bus (streams and writes on one process). Same node with the bus: streams and writes on A (B
+ * hears each event and has no stream for it), which tells the bus's cost on the publishing node from
+ * the hop's. After a warm-up burst per mode, bursts of E writes back to back alternate mode by mode
+ * (order reversed every other round), then writes one at a time alternate write by write.
+ */
+import { now } from '../../tools/shared/clock.ts';
+import { median, percentile } from '../../tools/shared/stats.ts';
+import { closeAll, noteWriter, openMany, prefill, sleep, type StreamReader, usage, waitFor } from '../lib/client.ts';
+import { type Burst, writeBurst } from '../lib/rounds.ts';
+import { type Filter, PRINCIPAL } from '../lib/wire.ts';
+import { type Figures, type Scenario, type ScenarioResult } from '../scenario.ts';
+import { num } from './rows.ts';
+
+type Params = { streams: number; events: number; paced: number; warmup: number; rounds: number };
+
+export const crossnode: Scenario<Params> = {
+  name: 'crossnode',
+  title:
+    "cross-node: streams on node A, writes through node B's write route, a RedisBus between; the same load on one node",
+  full: { streams: 1000, events: 100, paced: 90, warmup: 20, rounds: 3 },
+  quick: { streams: 200, events: 50, paced: 20, warmup: 10, rounds: 1 },
+  targets: ['ours'],
+  redisNodes: true,
+  timeoutMs: 180_000,
+  rows: (p) => {
+    const trio = (key: string, digits: number) => (f: Figures) =>
+      ['single', 'cross', 'local'].map((mode) => num(f[`${mode}${key}`]).toFixed(digits)).join(' / ');
+    const plusOneMs = (single: string, cross: string) => (_v: unknown, all: ScenarioResult) => {
+      const c = num(all.ours?.[cross]);
+      return Number.isFinite(c) ? c <= num(all.ours?.[single]) + 1 : undefined;
+    };
+    return [
+      {
+        label: `crossnode ${p.streams}×${p.events}: single node, deliveries/s (stream × event, until each has the last)`,
+        unit: '/s',
+        key: 'singleDeliveriesPerSec',
+        digits: 0,
+        note: NO_BUS,
+      },
+      {
+        label: 'crossnode: cross-node (streams on A, writes on B), deliveries/s',
+        unit: '/s',
+        key: 'crossDeliveriesPerSec',
+        digits: 0,
+        target: '≥ 0.90× single node',
+        met: (_v, all) => {
+          const cross = num(all.ours?.['crossDeliveriesPerSec']);
+          return Number.isFinite(cross) ? cross >= 0.9 * num(all.ours?.['singleDeliveriesPerSec']) : undefined;
+        },
+      },
+      { label: 'crossnode: single node, publish→receive p50, writes back to back', unit: 'ms', key: 'singleP50Ms' },
+      {
+        label: 'crossnode: cross-node, publish→receive p50, writes back to back',
+        unit: 'ms',
+        key: 'crossP50Ms',
+        target: '≤ single node + 1 ms',
+        met: plusOneMs('singleP50Ms', 'crossP50Ms'),
+      },
+      { label: 'crossnode: single node, publish→receive p99, writes back to back', unit: 'ms', key: 'singleP99Ms' },
+      { label: 'crossnode: cross-node, publish→receive p99, writes back to back', unit: 'ms', key: 'crossP99Ms' },
+      {
+        label: 'crossnode: single node, publish→receive p50, one write at a time',
+        unit: 'ms',
+        key: 'singlePacedP50Ms',
+      },
+      {
+        label: 'crossnode: cross-node, publish→receive p50, one write at a time',
+        unit: 'ms',
+        key: 'crossPacedP50Ms',
+        target: '≤ single node + 1 ms',
+        met: plusOneMs('singlePacedP50Ms', 'crossPacedP50Ms'),
+      },
+      {
+        label: 'crossnode: single node, publish→receive p99, one write at a time',
+        unit: 'ms',
+        key: 'singlePacedP99Ms',
+      },
+      {
+        label: 'crossnode: cross-node, publish→receive p99, one write at a time',
+        unit: 'ms',
+        key: 'crossPacedP99Ms',
+      },
+      {
+        label: 'crossnode: one write at a time, to the first stream p50, single / cross-node',
+        unit: '',
+        value: (f) => `${num(f['singlePacedFirstP50Ms']).toFixed(2)} / ${num(f['crossPacedFirstP50Ms']).toFixed(2)} ms`,
+      },
+      {
+        label: 'crossnode: same node with RedisBus (streams and writes on A), deliveries/s',
+        unit: '/s',
+        key: 'localDeliveriesPerSec',
+        digits: 0,
+      },
+      {
+        label: 'crossnode: same node with RedisBus, p50 back to back / one at a time',
+        unit: '',
+        value: (f) => `${num(f['localP50Ms']).toFixed(2)} / ${num(f['localPacedP50Ms']).toFixed(2)} ms`,
+      },
+      {
+        label: `crossnode: frames per stream (of ${p.events}), single / cross / same node`,
+        unit: '',
+        value: trio('FramesPerStream', 1),
+      },
+      {
+        label: 'crossnode: writes answered/s, back to back, single / cross / same node',
+        unit: '',
+        value: trio('WritesPerSec', 0),
+      },
+      {
+        label: 'crossnode: frames per client read (server batching), single / cross / same node',
+        unit: '',
+        value: trio('FramesPerChunk', 2),
+      },
+      {
+        label: 'crossnode: server CPU per write, single node (write route + fan-out)',
+        unit: 'µs',
+        key: 'singleCpuUsPerEvent',
+        digits: 0,
+      },
+      {
+        label: 'crossnode: server CPU per write, cross-node: node A (bus receive + fan-out)',
+        unit: 'µs',
+        key: 'crossCpuUsPerEvent',
+        digits: 0,
+      },
+      {
+        label: 'crossnode: server CPU per write, cross-node: node B (write route + PUBLISH)',
+        unit: 'µs',
+        key: 'crossCpuUsPerEventB',
+        digits: 0,
+      },
+      {
+        label: 'crossnode: server CPU per write, same node with RedisBus: A',
+        unit: 'µs',
+        key: 'localCpuUsPerEvent',
+        digits: 0,
+      },
+      {
+        label: 'crossnode: bus messages published by B / received by A / dropped (A + B)',
+        unit: '',
+        value: (f) => ['busPublishedB', 'busReceivedA', 'busDropped'].map((k) => String(f[k])).join(' / '),
+      },
+      { label: 'crossnode: every stream got the last write, every mode', unit: '', key: 'complete' },
+    ];
+  },
+  async run(ports, _targets, p, nodes) {
+    if (nodes === undefined) throw new Error('crossnode: needs node A and node B (redisNodes)');
+    const note = 'crossnode';
+    const uri = `note://${PRINCIPAL}/${note}`;
+    await Promise.all([ports.ours, nodes.a, nodes.b].map((port) => prefill(port, [uri])));
+    // Every write that reaches A's streams (cross-node and same node, warm-ups included) fits their capacity.
+    const capacity = 2 * (p.warmup + p.rounds * p.events + p.paced);
+    const filter = (): Filter => ({ resourceSubscriptions: [uri] });
+    const single = await openMany(ports.ours, p.streams, filter, { capacity });
+    const onA = await openMany(nodes.a, p.streams, filter, { capacity });
+    await sleep(300);
+    type Mode = 'single' | 'cross' | 'local';
+    const setups: Record<Mode, { readers: StreamReader[]; write: number; cpu: number[] }> = {
+      single: { readers: single, write: ports.ours, cpu: [ports.ours] },
+      cross: { readers: onA, write: nodes.b, cpu: [nodes.a, nodes.b] },
+      local: { readers: onA, write: nodes.a, cpu: [nodes.a, nodes.b] },
+    };
+    const modes: Mode[] = ['single', 'cross', 'local'];
+    const bursts: Record<Mode, Burst[]> = { single: [], cross: [], local: [] };
+    for (const mode of modes) {
+      const { readers, write, cpu } = setups[mode];
+      await writeBurst(readers, write, cpu, note, p.warmup);
+      await sleep(200);
+    }
+    for (let r = 0; r < p.rounds; r++) {
+      for (const mode of r % 2 === 0 ? modes : [...modes].reverse()) {
+        const { readers, write, cpu } = setups[mode];
+        bursts[mode].push(await writeBurst(readers, write, cpu, note, p.events));
+        await sleep(200);
+      }
+    }
+    const paced = await oneAtATime(
+      modes.map((mode) => setups[mode]),
+      note,
+      p.paced,
+    );
+    const [a, b] = await Promise.all([usage(nodes.a), usage(nodes.b)]);
+    closeAll([...single, ...onA]);
+    const figures: Figures = {
+      complete: modes.every((mode, m) => paced[m]!.complete && bursts[mode].every((x) => x.complete)),
+      busPublishedB: b.bus?.published ?? Number.NaN,
+      busReceivedA: a.bus?.received ?? Number.NaN,
+      busDropped: (a.bus?.dropped ?? Number.NaN) + (b.bus?.dropped ?? Number.NaN),
+      busReconnects: (a.bus?.reconnects ?? Number.NaN) + (b.bus?.reconnects ?? Number.NaN),
+    };
+    modes.forEach((mode, m) => {
+      const list = bursts[mode];
+      const lat = list.flatMap((x) => x.latencies);
+      figures[`${mode}DeliveriesPerSec`] = median(list.map((x) => x.deliveriesPerSec));
+      figures[`${mode}FramesPerStream`] = median(list.map((x) => x.framesPerStream));
+      figures[`${mode}FramesPerChunk`] = median(list.map((x) => x.framesPerChunk));
+      figures[`${mode}WritesPerSec`] = median(list.map((x) => x.writesPerSec));
+      figures[`${mode}P50Ms`] = percentile(lat, 50);
+      figures[`${mode}P99Ms`] = percentile(lat, 99);
+      figures[`${mode}PacedP50Ms`] = percentile(paced[m]!.latencies, 50);
+      figures[`${mode}PacedP99Ms`] = percentile(paced[m]!.latencies, 99);
+      figures[`${mode}PacedFirstP50Ms`] = median(paced[m]!.firstLatencies);
+      setups[mode].cpu.forEach((_, i) => {
+        figures[`${mode}CpuUsPerEvent${i === 0 ? '' : 'B'}`] = median(list.map((x) => x.cpuUsPerEvent[i] as number));
+      });
+    });
+    return { ours: figures };
+  },
+};
+
+const NO_BUS = 'the SDK and the ceiling have no distributed bus (that is the point): single process only';
+
+/** What writes one at a time gave one mode: every frame's latency, and per write the first stream's. */
+interface OneAtATime {
+  latencies: number[];
+  firstLatencies: number[];
+  complete: boolean;
+}
+
+/**
+ * `events` writes of note `name` per setup, one at a time: each is sent once every stream received the
+ * previous one, so one event is in flight end to end and no queue forms anywhere. The setups take
+ * turns write by write (their order reversed every other write), so a change in the machine's load
+ * hits them alike, which matters for a difference of a millisecond.
+ */
+async function oneAtATime(
+  setups: readonly { readers: readonly StreamReader[]; write: number }[],
+  name: string,
+  events: number,
+): Promise<OneAtATime[]> {
+  const writers = setups.map((setup) => noteWriter(setup.write));
+  const out = setups.map((): OneAtATime => ({ latencies: [], firstLatencies: [], complete: true }));
+  try {
+    for (const writer of writers) await writer.put(`${name}-primer`, 0);
+    const order = setups.map((_, i) => i);
+    for (let k = 0; k < events; k++) {
+      for (const m of k % 2 === 0 ? order : [...order].reverse()) {
+        const { readers } = setups[m]!;
+        const result = out[m]!;
+        const base = readers.map((x) => x.events);
+        const t = now();
+        await writers[m]!.put(name, k);
+        result.complete &&= await waitFor(() => readers.every((x, i) => x.events > (base[i] as number)), 10_000, 1);
+        let first = Number.POSITIVE_INFINITY;
+        readers.forEach((x, i) => {
+          const idx = base[i] as number;
+          if (idx >= x.events || idx >= x.times.length) return;
+          const latency = (x.times[idx] as number) - t;
+          result.latencies.push(latency);
+          first = Math.min(first, latency);
+        });
+        if (Number.isFinite(first)) result.firstLatencies.push(first);
+      }
+    }
+  } finally {
+    for (const writer of writers) writer.close();
+  }
+  return out;
+}

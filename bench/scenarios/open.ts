@@ -1,0 +1,61 @@
+/** open cost: listen with U URIs, one at a time; time to the acknowledgement. */
+import { now } from '../../tools/shared/clock.ts';
+import { percentile } from '../../tools/shared/stats.ts';
+import { cpuBetween, lastFrame, openListen, sleep, usage } from '../lib/client.ts';
+import type { Usage } from '../lib/control.ts';
+import { type Filter, noteUri } from '../lib/wire.ts';
+import { type Scenario, type ScenarioResult, WITH_FRAMEWORK } from '../scenario.ts';
+import { atMost, frameworkRow } from './rows.ts';
+
+type Params = { samples: number; warmup: number; uris: number };
+
+export const open: Scenario<Params> = {
+  name: 'open',
+  title: 'open cost: listen naming 1,000 URIs, each through the read check and subscribe hook, one at a time',
+  full: { samples: 200, warmup: 20, uris: 1000 },
+  quick: { samples: 40, warmup: 10, uris: 1000 },
+  targets: WITH_FRAMEWORK,
+  timeoutMs: 180_000,
+  rows: (p) => [
+    {
+      label: `open ${p.uris} URIs: time to ack p50`,
+      unit: 'ms',
+      key: 'ackP50Ms',
+      digits: 2,
+      target: '≤ 1.0× ceiling',
+      met: atMost(1.0),
+      note: 'the SDK runs no read check or subscribe hook',
+    },
+    frameworkRow('open: time to ack p50, against the ceiling in Express', 'ms', 'ackP50Ms', 2),
+    { label: 'open: time to ack p99', unit: 'ms', key: 'ackP99Ms', digits: 2 },
+    { label: 'open: server CPU per listen (open, ack, close)', unit: 'µs', key: 'cpuUsPerOpen', digits: 0 },
+    frameworkRow('open: server CPU per listen, against the ceiling in Express', 'µs', 'cpuUsPerOpen', 0),
+    { label: 'open: URIs honoured in the ack', unit: '', key: 'honored', digits: 0 },
+  ],
+  async run(ports, targets, p) {
+    const result: ScenarioResult = {};
+    const filter: Filter = { resourceSubscriptions: Array.from({ length: p.uris }, (_, i) => noteUri(i)) };
+    for (const target of targets) {
+      const port = ports[target];
+      const times: number[] = [];
+      let honored = 0;
+      let before: Usage | undefined;
+      for (let i = 0; i < p.warmup + p.samples; i++) {
+        if (i === p.warmup) before = await usage(port);
+        const t0 = now();
+        const reader = await openListen(port, `o${i}`, filter, { capture: i === 0 });
+        if (i >= p.warmup) times.push(reader.ackAt - t0);
+        if (i === 0) {
+          const ack = lastFrame(reader.text) as { params?: { notifications?: Filter } } | undefined;
+          honored = ack?.params?.notifications?.resourceSubscriptions?.length ?? 0;
+        }
+        reader.close();
+      }
+      // Server CPU per listen, from the first measured open to the last one's close (one usage call included).
+      const cpuUsPerOpen = cpuBetween(before as Usage, await usage(port)) / p.samples;
+      result[target] = { ackP50Ms: percentile(times, 50), ackP99Ms: percentile(times, 99), honored, cpuUsPerOpen };
+      await sleep(300);
+    }
+    return result;
+  },
+};
