@@ -16,18 +16,13 @@ import {
   type SubscriptionCapabilities,
 } from 'mcp-subscriptions';
 import { createListenHandler, resolveListenOptions } from '../../lib/internal.ts';
+import { EVERY_CAPABILITY } from '../helpers/capabilities.ts';
 import { FakeResponse, recordingLogger, settle, settleUntil } from '../helpers/fake-response.ts';
 import { expectOptionsError } from '../helpers/options.ts';
 import { listenBody, listenHeaders } from '../helpers/sse.ts';
 
 const TASKS = 'io.modelcontextprotocol/tasks';
-const ALL: SubscriptionCapabilities = {
-  toolsListChanged: true,
-  promptsListChanged: true,
-  resourcesListChanged: true,
-  resourceSubscriptions: true,
-  tasks: true,
-};
+const ALL: SubscriptionCapabilities = EVERY_CAPABILITY;
 
 interface Setup {
   hub: SubscriptionHub;
