@@ -286,7 +286,5 @@ export async function startNestApp(init: NestAppInit = {}): Promise<NestTestApp>
   };
 }
 
-/** `Authorization: Bearer <token>`. */
-export function bearer(token: string): Record<string, string> {
-  return { authorization: `Bearer ${token}` };
-}
+// The Nest suites import it from here, beside the apps that read it.
+export { bearer } from './bearer.ts';
