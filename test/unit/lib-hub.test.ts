@@ -23,7 +23,8 @@ import {
   settle,
   subscriptionIdOf,
 } from '../helpers/fake-response.ts';
-import { expectOptionsError } from '../helpers/options.ts';
+import { thrown } from '../helpers/assert.ts';
+import { optionsErrorOf } from '../helpers/options.ts';
 
 function newHub(options: ConstructorParameters<typeof SubscriptionHub>[0] = {}) {
   const logger = recordingLogger();
@@ -52,15 +53,6 @@ function delivered(res: FakeResponse): string[] {
     if (m.params?.taskId !== undefined) return `${m.method} ${m.params.taskId} ${m.params.status}`;
     return m.method;
   });
-}
-
-function thrown(fn: () => unknown): unknown {
-  try {
-    fn();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a throw');
 }
 
 describe('fan-out', () => {
@@ -745,11 +737,7 @@ describe('complete and close', () => {
 });
 
 describe('hub options', () => {
-  function optionError(options: unknown): Error {
-    const error = thrown(() => new SubscriptionHub(options as never));
-    expectOptionsError(error);
-    return error as Error;
-  }
+  const optionError = (options: unknown): Error => optionsErrorOf(() => new SubscriptionHub(options as never));
 
   test('a bad bound throws at construction in the p-queue manner, naming the field', () => {
     expect(optionError({ maxBuffer: -5 }).message).toBe(
