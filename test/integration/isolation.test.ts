@@ -27,13 +27,10 @@ import { recordingLogger, waitFor } from '../helpers/fake-response.ts';
 import { rawPost, type RawAnswer } from '../helpers/raw-http.ts';
 import { REDIS_URL, sharedRedisMissing } from '../helpers/redis.ts';
 import { describeUnless, failUnderCi } from '../helpers/skip.ts';
-import { listenBody, listenHeaders } from '../helpers/sse.ts';
+import { listenBody, listenHeaders, TASKS_META } from '../helpers/sse.ts';
 import { UnhandledTracker } from '../helpers/unhandled.ts';
 
 const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
-const TASKS_META = {
-  'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } },
-};
 /** The owner of a task nobody here owns: no principal name of the pool can contain a slash. */
 const NOBODY = 'nobody/at-all';
 /**

@@ -24,7 +24,7 @@ import {
   type RedisClient,
   type RedisConnectionMessage,
 } from 'mcp-subscriptions/redis';
-import { describeBusContract } from '../helpers/bus-contract.ts';
+import { describeBusContract, isMarker, MARKER, MARKER_URI } from '../helpers/bus-contract.ts';
 import { FakeResponse, openStream, recordingLogger, waitFor } from '../helpers/fake-response.ts';
 import { OwnRedis, REDIS_URL, redisServerInstalled, sharedRedisMissing } from '../helpers/redis.ts';
 import { REPO_ROOT } from '../helpers/sample-app.ts';
@@ -40,10 +40,6 @@ failUnderCi('Redis for the RedisBus suites', redisMissing ?? serverMissing);
 
 type Library = 'ioredis' | 'redis';
 const LIBRARIES: readonly Library[] = ['ioredis', 'redis'];
-
-const MARKER_URI = 'marker://done';
-const MARKER: SubscriptionEvent = { kind: 'resource_updated', uri: MARKER_URI };
-const isMarker = (event: SubscriptionEvent): boolean => event.kind === 'resource_updated' && event.uri === MARKER_URI;
 
 let prefixes = 0;
 /** A channel prefix no other test, run or user of the shared Redis has. */

@@ -27,7 +27,7 @@ import {
 } from '../helpers/sample-app.ts';
 import { describeMessage, isUpdateOf, Sentinel, watcher } from '../helpers/sentinel.ts';
 import { testUnless } from '../helpers/skip.ts';
-import { listenBody, listenHeaders, post, type SseStream } from '../helpers/sse.ts';
+import { listenBody, listenHeaders, post, TASKS_META, type SseStream } from '../helpers/sse.ts';
 import { twoInstances, warm } from '../helpers/two-instances.ts';
 import { uid } from '../helpers/uid.ts';
 import { listen, type ListenFilter, type ListenSubscription } from 'mcp-subscriptions/client';
@@ -42,8 +42,6 @@ const redisTest = testUnless(ownRedisSkipReason('the REDIS_URL rows'));
 
 const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
 const TASKS = 'io.modelcontextprotocol/tasks';
-/** `_meta` declaring the Tasks extension on a listen request (spec §7). */
-const TASKS_META = { 'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS]: {} } } };
 
 const ACK = 'notifications/subscriptions/acknowledged';
 const TOOLS = 'notifications/tools/list_changed';

@@ -52,7 +52,7 @@ import { expectUnpolluted } from '../helpers/prototypes.ts';
 import { REDIS_URL, sharedRedisMissing } from '../helpers/redis.ts';
 import { describeUnless, failUnderCi } from '../helpers/skip.ts';
 import { postLineFed, type LineFedStream } from '../helpers/sse-lines.ts';
-import { listenBody, listenHeaders } from '../helpers/sse.ts';
+import { listenBody, listenHeaders, TASKS_META } from '../helpers/sse.ts';
 import { UnhandledTracker } from '../helpers/unhandled.ts';
 import {
   cancels,
@@ -70,9 +70,6 @@ import {
 const redisMissing = await sharedRedisMissing();
 failUnderCi('Redis for the wire fuzzer', redisMissing);
 
-const TASKS_META = {
-  'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } },
-};
 /**
  * Shrinking replays a failing case over Redis and HTTP many times: past this limit fast-check stops and
  * reports the smallest counterexample so far, with its seed, before jest's timeout would swallow it.

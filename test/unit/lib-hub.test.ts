@@ -5,20 +5,14 @@
  */
 import { describe, expect, test } from '@jest/globals';
 import { createMcpHandler, McpServer, type ServerEventBus } from '@modelcontextprotocol/server';
-import {
-  ErrorCode,
-  MemoryBus,
-  SubscriptionHub,
-  type PublishReport,
-  type SubscriptionEvent,
-  type TaskState,
-} from 'mcp-subscriptions';
+import { ErrorCode, MemoryBus, SubscriptionHub, type SubscriptionEvent, type TaskState } from 'mcp-subscriptions';
 import { refusalHeaders, refusalStatus, type ProtocolError } from '../../lib/internal.ts';
 import { StreamQueue } from '../../lib/stream-queue.ts';
 import {
   FakeResponse,
   openStream,
   recordingLogger,
+  report,
   RESULT_MARKER,
   settle,
   subscriptionIdOf,
@@ -29,10 +23,6 @@ import { optionsErrorOf } from '../helpers/options.ts';
 function newHub(options: ConstructorParameters<typeof SubscriptionHub>[0] = {}) {
   const logger = recordingLogger();
   return { hub: new SubscriptionHub({ logger, ...options }), logger };
-}
-
-function report(partial: Partial<PublishReport>): PublishReport {
-  return { matched: 0, written: 0, queued: 0, coalesced: 0, dropped: 0, closed: 0, ...partial };
 }
 
 function task(taskId: string, status: TaskState['status'], extra: Record<string, unknown> = {}): TaskState {
