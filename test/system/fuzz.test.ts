@@ -27,6 +27,7 @@ import { expectUnpolluted } from '../helpers/prototypes.ts';
 import { pieces, rawPost, tricklePost, type RawAnswer, type RawRequest } from '../helpers/raw-http.ts';
 import { listenBody, listenHeaders, SseParser, type SseEvent } from '../helpers/sse.ts';
 import { UnhandledTracker } from '../helpers/unhandled.ts';
+import { INVALID_UTF8 } from '../helpers/utf8.ts';
 
 const LISTEN = 'subscriptions/listen';
 const VERSION = '2026-07-28';
@@ -538,20 +539,6 @@ describe('the request path, fuzzed over real HTTP (Express 5 and 4)', () => {
     },
     60_000,
   );
-
-  /** Byte sequences no UTF-8 decoder may accept: stray continuations, overlongs, surrogates, truncations, past U+10FFFF. */
-  const INVALID_UTF8 = [
-    [0xff],
-    [0xfe],
-    [0x80],
-    [0xc0, 0xaf],
-    [0xe0, 0x80, 0xaf],
-    [0xed, 0xa0, 0x80],
-    [0xf4, 0x90, 0x80, 0x80],
-    [0xe2, 0x82],
-    [0xf0, 0x9f, 0x98],
-    [0xc3],
-  ];
 
   test.prop(
     {

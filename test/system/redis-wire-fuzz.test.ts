@@ -54,6 +54,7 @@ import { describeUnless, failUnderCi } from '../helpers/skip.ts';
 import { postLineFed, type LineFedStream } from '../helpers/sse-lines.ts';
 import { listenBody, listenHeaders, TASKS_META } from '../helpers/sse.ts';
 import { UnhandledTracker } from '../helpers/unhandled.ts';
+import { INVALID_UTF8 } from '../helpers/utf8.ts';
 import {
   cancels,
   frameData,
@@ -880,19 +881,6 @@ const mutationArb: fc.Arbitrary<Mutation> = fc.oneof(
   },
 );
 
-/** Byte sequences no UTF-8 decoder may accept: stray continuations, overlongs, surrogates, truncations. */
-const INVALID_UTF8 = [
-  [0xff],
-  [0xfe],
-  [0x80],
-  [0xc0, 0xaf],
-  [0xe0, 0x80, 0xaf],
-  [0xed, 0xa0, 0x80],
-  [0xf4, 0x90, 0x80, 0x80],
-  [0xe2, 0x82],
-  [0xf0, 0x9f, 0x98],
-  [0xc3],
-];
 type Damage =
   | { readonly kind: 'insert'; readonly at: readonly (readonly [number, readonly number[]])[] }
   | { readonly kind: 'truncate'; readonly at: number }
