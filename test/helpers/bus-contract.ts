@@ -57,9 +57,13 @@ function recorder(bus: SubscriptionBus): Recorder {
   return { member, seen, cancels };
 }
 
-const MARKER_URI = 'marker://done';
-const MARKER: SubscriptionEvent = { kind: 'resource_updated', uri: MARKER_URI };
-const isMarker = (event: SubscriptionEvent): boolean => event.kind === 'resource_updated' && event.uri === MARKER_URI;
+/** The URI of the marker event: "nothing else arrives" is proven by the marker, sent last, arriving first. */
+export const MARKER_URI = 'marker://done';
+/** The event a test publishes after the ones it checks, and waits for. */
+export const MARKER: SubscriptionEvent = { kind: 'resource_updated', uri: MARKER_URI };
+/** Whether `event` is the {@link MARKER}. */
+export const isMarker = (event: SubscriptionEvent): boolean =>
+  event.kind === 'resource_updated' && event.uri === MARKER_URI;
 
 /** Runs the bus contract against buses made by `makeBus` (a fresh bus per test). */
 export function describeBusContract(name: string, makeBus: () => Promise<BusUnderTest> | BusUnderTest): void {

@@ -4,7 +4,7 @@
  * reads back exactly the bytes the engine wrote.
  */
 import { EventEmitter } from 'node:events';
-import type { Logger, OpenInit, StreamResponse, SubscriptionHub } from '../../lib/internal.ts';
+import type { Logger, OpenInit, PublishReport, StreamResponse, SubscriptionHub } from '../../lib/internal.ts';
 import { SseParser, type SseEvent } from './sse.ts';
 
 export class FakeResponse extends EventEmitter implements StreamResponse {
@@ -134,6 +134,11 @@ export function openStream(
     ackFrame: ACK_MARKER,
     resultFrame: () => RESULT_MARKER,
   });
+}
+
+/** What a publish reported, with zeros for what it did not say. */
+export function report(partial: Partial<PublishReport>): PublishReport {
+  return { matched: 0, written: 0, queued: 0, coalesced: 0, dropped: 0, closed: 0, ...partial };
 }
 
 /** A logger that records every call, so tests can assert what was (and was not) reported. */

@@ -287,10 +287,8 @@ export async function startNestApp(init: NestAppInit = {}): Promise<NestTestApp>
   };
 }
 
-/** `Authorization: Bearer <token>`. */
-export function bearer(token: string): Record<string, string> {
-  return { authorization: `Bearer ${token}` };
-}
+// The Nest suites import it from here, beside the apps that read it.
+export { bearer } from './bearer.ts';
 
 /** A Nest logger that keeps the warnings and errors it is given (the module's, among others), with their level. */
 export function warningsLogger(): LoggerService & { lines: string[] } {

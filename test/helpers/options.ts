@@ -5,6 +5,7 @@
  */
 import { expect } from '@jest/globals';
 import { ErrorCode } from 'mcp-subscriptions';
+import { thrown } from './assert.ts';
 
 const RUNTIME_CODES: readonly string[] = [
   ErrorCode.InvalidEvent,
@@ -42,4 +43,11 @@ export function expectOptionsError(error: unknown): void {
     message: expect.stringMatching(/^mcp-subscriptions: /),
   });
   expect(OPTION_ERROR_CODES).toContain((error as { code: string }).code);
+}
+
+/** What `construct` throws, asserted to be an option mistake (see {@link expectOptionsError}). */
+export function optionsErrorOf(construct: () => unknown): Error & { code?: string } {
+  const error = thrown(construct);
+  expectOptionsError(error);
+  return error;
 }

@@ -6,6 +6,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import net from 'node:net';
+import { freePort } from './free-port.ts';
 
 export const REDIS_HOST = '127.0.0.1';
 export const REDIS_PORT = 6379;
@@ -36,15 +37,25 @@ export function redisServerInstalled(): boolean {
   return spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0;
 }
 
-/** A TCP port free on the loopback interface right now. */
-export async function freePort(): Promise<number> {
-  const server = net.createServer();
-  server.listen(0, REDIS_HOST);
-  await once(server, 'listening');
-  const { port } = server.address() as net.AddressInfo;
-  server.close();
-  await once(server, 'close');
-  return port;
+/**
+ * Why the suites on the shared Redis (127.0.0.1:6379) cannot run here (it does not answer PING), or
+ * `undefined` when they can. Decided once, at a suite file's load; pair it with `failUnderCi`.
+ */
+export async function sharedRedisMissing(): Promise<string | undefined> {
+  return (await pingRedis())
+    ? undefined
+    : `Redis does not answer on ${REDIS_HOST}:${REDIS_PORT}; start one with \`redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save '' --appendonly no\` to run these; CI never skips them`;
+}
+
+/**
+ * Why the tests that spawn redis-servers of their own must skip here (`toRun` names them), or
+ * `undefined`. Never under CI: there they run, and the missing server fails their setup (.ci/run
+ * installs it).
+ */
+export function ownRedisSkipReason(toRun: string): string | undefined {
+  return process.env.CI === undefined && !redisServerInstalled()
+    ? `redis-server is not installed: apt-get install redis-server, or run .ci/run, to run ${toRun}`
+    : undefined;
 }
 
 async function until(check: () => Promise<boolean>, what: string, timeoutMs: number): Promise<void> {

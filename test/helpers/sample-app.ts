@@ -5,9 +5,10 @@
  * the suites rely on.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { bearer } from './bearer.ts';
+import { freePort } from './free-port.ts';
 import { SseParser, type SseEvent } from './sse.ts';
 
 /** The repository root: the samples are started from there, as `npm start` does. */
@@ -212,10 +213,6 @@ export async function stopAllSamples(): Promise<void> {
   );
 }
 
-function authorization(token: string | undefined): Record<string, string> {
-  return token === undefined ? {} : { authorization: `Bearer ${token}` };
-}
-
 async function answer(response: Response): Promise<HttpAnswer> {
   const text = await response.text();
   let body: any;
@@ -238,13 +235,26 @@ export async function api(
   route: string,
   body?: unknown,
 ): Promise<HttpAnswer> {
-  const headers: Record<string, string> = { ...authorization(token) };
+  const headers: Record<string, string> = { ...bearer(token) };
   let payload: string | undefined;
   if (body !== undefined) {
     headers['content-type'] = 'application/json';
     payload = typeof body === 'string' ? body : JSON.stringify(body);
   }
   return answer(await fetch(new URL(route, baseUrl), { method, headers, body: payload }));
+}
+
+/**
+ * Writes the note `uri` (`note://<owner>/<name>`) as the holder of `token`, through the notes route
+ * (`PUT /api/notes/<owner>/<name>`): 201 when it created the note on this instance, 200 when it updated it.
+ */
+export function putNote(
+  app: Pick<SampleApp, 'api'>,
+  token: string | undefined,
+  uri: string,
+  text: string,
+): Promise<HttpAnswer> {
+  return app.api(token, 'PUT', `/api/notes/${uri.slice('note://'.length)}`, { text });
 }
 
 /** Options of {@link mcpRequest}. */
@@ -299,7 +309,7 @@ export async function mcpRequest(
     accept: 'application/json, text/event-stream',
     'mcp-protocol-version': PROTOCOL_VERSION,
     'mcp-method': method,
-    ...authorization(token),
+    ...bearer(token),
   };
   const nameField = NAME_SOURCE[method];
   if (nameField !== undefined && typeof rest[nameField] === 'string') headers['mcp-name'] = rest[nameField];
@@ -345,17 +355,6 @@ export interface RedisServer {
   /** Its port, to start a redis-server on the same one after this one stopped. */
   readonly port: number;
   stop(): Promise<void>;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createNetServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /**
@@ -408,7 +407,7 @@ export function postCancel(app: Pick<SampleApp, 'url'>, token: string, id: strin
   return fetch(app.url, {
     method: 'POST',
     headers: {
-      ...authorization(token),
+      ...bearer(token),
       'content-type': 'application/json',
       accept: 'application/json, text/event-stream',
       'mcp-protocol-version': PROTOCOL_VERSION,

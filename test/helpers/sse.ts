@@ -81,6 +81,11 @@ export function listenHeaders(extra: Record<string, string> = {}): Record<string
   };
 }
 
+/** The `_meta` of a listen request whose client declares the Tasks extension (spec §7): what `taskIds` needs. */
+export const TASKS_META = {
+  'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } },
+};
+
 /** A listen request body. */
 export function listenBody(
   id: string | number,
@@ -100,6 +105,11 @@ export function listenBody(
       notifications,
     },
   };
+}
+
+/** A `notifications/cancelled` body for listen `requestId` (spec §4), as a client sends it to end its stream. */
+export function cancelBody(requestId: string | number) {
+  return { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId, reason: 'done' } };
 }
 
 /** An open (or refused) listen response being read. */

@@ -18,6 +18,8 @@ import {
 } from 'mcp-subscriptions/client';
 import { ItemQueue } from '../../adapters/client/item-queue.ts';
 import { backoffDelay, parseRetryAfter } from '../../adapters/client/retry.ts';
+import { thrown } from '../helpers/assert.ts';
+import { freePort } from '../helpers/free-port.ts';
 import { expectOptionsError } from '../helpers/options.ts';
 
 const ACK = 'notifications/subscriptions/acknowledged';
@@ -375,10 +377,7 @@ describe('before the acknowledgement', () => {
   });
 
   test('no answer at all: ListenFailed, with fetch’s error as the cause', async () => {
-    const closed = http.createServer();
-    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', () => resolve()));
-    const { port } = closed.address() as AddressInfo;
-    await new Promise((resolve) => closed.close(resolve));
+    const port = await freePort(); // nothing listens there
     const error = await rejection(listen(`http://127.0.0.1:${port}/mcp`, { toolsListChanged: true }));
     expect(error.code).toBe(ErrorCode.ListenFailed);
     expect(error.message).toMatch(/ECONNREFUSED/);
@@ -895,15 +894,6 @@ describe('re-listening (reconnect)', () => {
 });
 
 describe('mistakes in the arguments throw at the call, with a code per check', () => {
-  const thrown = (fn: () => unknown): Error & { code?: string } => {
-    try {
-      fn();
-    } catch (error) {
-      return error as Error & { code?: string };
-    }
-    throw new Error('expected a throw');
-  };
-
   test('unknown options are refused with the nearest one suggested', () => {
     const error = thrown(() => listen(server.url, {}, { maxBufer: 3 } as never));
     expectOptionsError(error);

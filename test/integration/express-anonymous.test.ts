@@ -9,15 +9,7 @@ import { SubscriptionHub, type TaskState } from 'mcp-subscriptions';
 import { mcpSubscriptions, type McpSubscriptionsOptions } from 'mcp-subscriptions/express';
 import { authFromUserHeader, expressFlavours, listenOn, type ExpressFlavour } from '../helpers/express-apps.ts';
 import { recordingLogger } from '../helpers/fake-response.ts';
-import { listenBody, listenHeaders, post, type SseStream } from '../helpers/sse.ts';
-
-const TASKS_META = {
-  'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } },
-};
-
-function cancelBody(requestId: string | number) {
-  return { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId, reason: 'done' } };
-}
+import { cancelBody, listenBody, listenHeaders, post, TASKS_META, type SseStream } from '../helpers/sse.ts';
 
 function task(taskId: string): TaskState {
   const now = new Date().toISOString();

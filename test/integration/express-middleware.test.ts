@@ -11,7 +11,7 @@ import { SubscriptionHub } from 'mcp-subscriptions';
 import { mcpSubscriptions, type McpSubscriptionsOptions } from 'mcp-subscriptions/express';
 import { expressFlavours, listenOn, readRaw, type ExpressFlavour } from '../helpers/express-apps.ts';
 import { recordingLogger } from '../helpers/fake-response.ts';
-import { expectOptionsError } from '../helpers/options.ts';
+import { optionsErrorOf } from '../helpers/options.ts';
 import { listenBody, listenHeaders, SseParser, type SseEvent } from '../helpers/sse.ts';
 
 /** Whether a principal is an anonymous caller's identity: NUL-prefixed, so no principal function can return it. */
@@ -440,15 +440,8 @@ for (const flavour of expressFlavours) {
   });
 
   describe(`${flavour.name}: options`, () => {
-    function optionError(options: unknown): Error {
-      try {
-        mcpSubscriptions(options as McpSubscriptionsOptions);
-      } catch (error) {
-        expectOptionsError(error);
-        return error as Error;
-      }
-      throw new Error('expected an OptionsError');
-    }
+    const optionError = (options: unknown): Error =>
+      optionsErrorOf(() => mcpSubscriptions(options as McpSubscriptionsOptions));
 
     test('mistakes throw at construction, naming the field', async () => {
       const hub = new SubscriptionHub({ logger: recordingLogger() });

@@ -20,13 +20,9 @@ import {
 import { recordingLogger, waitFor } from '../helpers/fake-response.ts';
 import { exposeGc } from '../helpers/gc.ts';
 import { testUnless } from '../helpers/skip.ts';
-import { listen, listenBody, listenHeaders, post, type SseStream } from '../helpers/sse.ts';
+import { cancelBody, listen, listenBody, listenHeaders, post, TASKS_META, type SseStream } from '../helpers/sse.ts';
 
 const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
-const TASKS_META = {
-  'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } },
-};
-
 interface Served {
   hub: SubscriptionHub;
   server: RunningServer;
@@ -91,10 +87,6 @@ async function serve(
       await server.close();
     },
   };
-}
-
-function cancelBody(requestId: string | number) {
-  return { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId, reason: 'done' } };
 }
 
 const CAFE = 'note://alice/café-☕';

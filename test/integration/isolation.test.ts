@@ -14,24 +14,23 @@
  * read then, for a task its principal owned when the event was published, or for a list it asked;
  * and it got exactly the events the model says (a prefix of them, if it was hung up or cancelled).
  */
-import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect } from '@jest/globals';
 import { fc, test as propTest } from '@fast-check/jest';
 import { randomUUID } from 'node:crypto';
 import type { RequestHandler } from 'express';
 import { SubscriptionHub, type TaskState } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
 import { RedisBus } from 'mcp-subscriptions/redis';
+import { EVERY_CAPABILITY } from '../helpers/capabilities.ts';
 import { authFromUserHeader, expressFlavours, listenOn, type RunningServer } from '../helpers/express-apps.ts';
 import { recordingLogger, waitFor } from '../helpers/fake-response.ts';
 import { rawPost, type RawAnswer } from '../helpers/raw-http.ts';
-import { pingRedis, REDIS_URL } from '../helpers/redis.ts';
-import { describeUnless } from '../helpers/skip.ts';
-import { listenBody, listenHeaders } from '../helpers/sse.ts';
+import { REDIS_URL, sharedRedisMissing } from '../helpers/redis.ts';
+import { describeUnless, failUnderCi } from '../helpers/skip.ts';
+import { listenBody, listenHeaders, TASKS_META } from '../helpers/sse.ts';
+import { UnhandledTracker } from '../helpers/unhandled.ts';
 
 const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
-const TASKS_META = {
-  'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } },
-};
 /** The owner of a task nobody here owns: no principal name of the pool can contain a slash. */
 const NOBODY = 'nobody/at-all';
 /**
@@ -40,16 +39,8 @@ const NOBODY = 'nobody/at-all';
  */
 const BOUNDED = { interruptAfterTimeLimit: 45_000, markInterruptAsFailure: true } as const;
 
-const redisMissing = (await pingRedis())
-  ? undefined
-  : "Redis does not answer on 127.0.0.1:6379; start one with `redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save '' --appendonly no` to run these; CI never skips them";
-if (process.env.CI && redisMissing !== undefined) {
-  describe('Redis for the two-node isolation property', () => {
-    test('is there (under CI the Redis suites never skip)', () => {
-      throw new Error(redisMissing);
-    });
-  });
-}
+const redisMissing = await sharedRedisMissing();
+failUnderCi('Redis for the two-node isolation property', redisMissing);
 
 // ---------------------------------------------------------------------------------------------------
 // The world: who may read what, who owns which task, and how the host's checks answer
@@ -164,10 +155,9 @@ function answer(style: Style, allowed: boolean): boolean | Promise<boolean> {
   }
 }
 
-const unhandled: unknown[] = [];
-const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
-beforeAll(() => void process.on('unhandledRejection', onUnhandled));
-afterAll(() => void process.off('unhandledRejection', onUnhandled));
+const unhandled = new UnhandledTracker();
+beforeAll(() => unhandled.start());
+afterAll(() => unhandled.stop());
 
 /** The world the apps' checks consult: the current run's. */
 let world: World | undefined;
@@ -198,13 +188,7 @@ async function startNode(flavour: (typeof expressFlavours)[number], bus?: RedisB
     authFromUserHeader,
     mcpSubscriptions({
       hub,
-      capabilities: {
-        toolsListChanged: true,
-        promptsListChanged: true,
-        resourcesListChanged: true,
-        resourceSubscriptions: true,
-        tasks: true,
-      },
+      capabilities: EVERY_CAPABILITY,
       // The host's own read check: it knows nothing of anonymous identities, so an anonymous caller
       // reads what is public and nothing else.
       canRead: (uri, { principal }) => answer(current().styleOf(`uri:${uri}`), current().readable(principal, uri)),
@@ -542,7 +526,7 @@ class Run {
     for (const node of this.nodes) expect(node.hub.stats()).toMatchObject({ openStreams: 0, pendingStreams: 0 });
     for (const stream of this.streams) this.check(stream);
     for (const node of this.nodes) expect(node.logger.errors).toStrictEqual([]);
-    expect(unhandled).toStrictEqual([]);
+    expect(unhandled.rejections).toStrictEqual([]);
   }
 
   private check(stream: Stream): void {

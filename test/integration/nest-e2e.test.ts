@@ -14,6 +14,7 @@ import express from 'express';
 import { from, lastValueFrom, take, toArray } from 'rxjs';
 import { ErrorCode, SubscriptionHub, type SubscriptionEvent } from 'mcp-subscriptions';
 import { fromHub, publishTo, type McpCheckContext } from 'mcp-subscriptions/nest';
+import { expectToBe } from '../helpers/assert.ts';
 import { recordingLogger } from '../helpers/fake-response.ts';
 import { bearer, ReadGuard, startNestApp, throttleGuard, type NestTestApp } from '../helpers/nest-apps.ts';
 import { mcpRequest, REPO_ROOT } from '../helpers/sample-app.ts';
@@ -28,11 +29,6 @@ afterEach(async () => {
   for (const stream of streams.splice(0)) stream.close();
   await Promise.all(apps.splice(0).map((app) => app.close()));
 });
-
-/** `expect(actual).toBe(expected)`; a failure also prints `context` (e.g. the response text), as assert's message did. */
-function expectToBe(actual: unknown, expected: unknown, context: string): void {
-  expect({ actual, context }).toStrictEqual({ actual: expected, context });
-}
 
 async function start(...args: Parameters<typeof startNestApp>): Promise<NestTestApp> {
   const app = await startNestApp(...args);

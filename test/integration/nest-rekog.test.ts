@@ -19,6 +19,7 @@ import type { NestExpressApplication } from '@nestjs/platform-express';
 import { McpController, McpHttpControllerFor, McpStrategy, StreamableHttpTransport, Tool } from '@rekog/mcp-nest';
 import { SubscriptionHub } from 'mcp-subscriptions';
 import { McpSubscriptionsModule } from 'mcp-subscriptions/nest';
+import { expectToBe } from '../helpers/assert.ts';
 import { BASE_OPTIONS, BearerGuard, bearer, GuardLogModule, ReadGuard, warningsLogger } from '../helpers/nest-apps.ts';
 import { mcpRequest } from '../helpers/sample-app.ts';
 import { listen, type SseStream } from '../helpers/sse.ts';
@@ -38,11 +39,6 @@ afterEach(async () => {
   for (const stream of streams.splice(0)) stream.close();
   await Promise.all(apps.splice(0).map((app) => app.close()));
 });
-
-/** `expect(actual).toBe(expected)`; a failure also prints `context` (e.g. the response text), as assert's message did. */
-function expectToBe(actual: unknown, expected: unknown, context: string): void {
-  expect({ actual, context }).toStrictEqual({ actual: expected, context });
-}
 
 async function startRekogApp(mode: 'controller' | 'self-mounted') {
   const transport = new StreamableHttpTransport();

@@ -24,34 +24,22 @@ import {
   type RedisClient,
   type RedisConnectionMessage,
 } from 'mcp-subscriptions/redis';
-import { describeBusContract } from '../helpers/bus-contract.ts';
+import { describeBusContract, isMarker, MARKER, MARKER_URI } from '../helpers/bus-contract.ts';
 import { FakeResponse, openStream, recordingLogger, waitFor } from '../helpers/fake-response.ts';
-import { OwnRedis, pingRedis, REDIS_URL, redisServerInstalled } from '../helpers/redis.ts';
+import { OwnRedis, REDIS_URL, redisServerInstalled, sharedRedisMissing } from '../helpers/redis.ts';
 import { REPO_ROOT } from '../helpers/sample-app.ts';
-import { describeUnless } from '../helpers/skip.ts';
+import { describeUnless, failUnderCi } from '../helpers/skip.ts';
+import { UnhandledTracker } from '../helpers/unhandled.ts';
 
 // Decided once, at load: a quick PING on 127.0.0.1:6379, and whether redis-server can be spawned.
-const HOW_TO_RUN =
-  "start one with `redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save '' --appendonly no` to run these; CI never skips them";
-const redisMissing = (await pingRedis()) ? undefined : `Redis does not answer on 127.0.0.1:6379; ${HOW_TO_RUN}`;
+const redisMissing = await sharedRedisMissing();
 const serverMissing = redisServerInstalled()
   ? undefined
   : 'redis-server is not installed (the outage tests run Redis servers of their own); `apt-get install redis-server` to run these; CI never skips them';
-
-if (process.env.CI && (redisMissing ?? serverMissing) !== undefined) {
-  describe('Redis for the RedisBus suites', () => {
-    test('is there (under CI the Redis suites never skip)', () => {
-      throw new Error(redisMissing ?? serverMissing);
-    });
-  });
-}
+failUnderCi('Redis for the RedisBus suites', redisMissing ?? serverMissing);
 
 type Library = 'ioredis' | 'redis';
 const LIBRARIES: readonly Library[] = ['ioredis', 'redis'];
-
-const MARKER_URI = 'marker://done';
-const MARKER: SubscriptionEvent = { kind: 'resource_updated', uri: MARKER_URI };
-const isMarker = (event: SubscriptionEvent): boolean => event.kind === 'resource_updated' && event.uri === MARKER_URI;
 
 let prefixes = 0;
 /** A channel prefix no other test, run or user of the shared Redis has. */
@@ -59,9 +47,8 @@ const uniquePrefix = (): string => `mcp-subscriptions-test:${process.pid}:${++pr
 
 /** What to undo after the file: clients, buses, servers (in reverse order). */
 const cleanups: (() => unknown)[] = [];
-const unhandled: unknown[] = [];
-const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
-process.on('unhandledRejection', onUnhandled);
+const unhandled = new UnhandledTracker();
+unhandled.start();
 async function cleanUp(): Promise<void> {
   for (const cleanup of cleanups.splice(0).reverse()) {
     try {
@@ -73,7 +60,7 @@ async function cleanUp(): Promise<void> {
 }
 afterAll(async () => {
   await cleanUp();
-  process.off('unhandledRejection', onUnhandled);
+  unhandled.stop();
 });
 
 const noop = (): void => {};
@@ -518,7 +505,7 @@ describeUnless(serverMissing)("RedisBus when Redis goes away (a redis-server of 
     for (const hub of hubs) await hub.close();
     await Promise.all([owned.close(), callers.close()]);
     expect(Date.now() - started).toBeLessThan(2500);
-    expect(unhandled).toStrictEqual([]);
+    expect(unhandled.rejections).toStrictEqual([]);
   });
 
   test.each(LIBRARIES)(
@@ -581,7 +568,7 @@ describeUnless(serverMissing)("RedisBus when Redis goes away (a redis-server of 
       } finally {
         diagnostics.unsubscribe(RedisBusChannel.Connection, onConnection);
       }
-      expect(unhandled).toStrictEqual([]);
+      expect(unhandled.rejections).toStrictEqual([]);
     },
     60_000,
   );

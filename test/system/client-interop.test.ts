@@ -11,15 +11,15 @@ import { toNodeHandler } from '@modelcontextprotocol/node';
 import { createMcpHandler, McpServer, type McpHttpHandler } from '@modelcontextprotocol/server';
 import { ErrorCode } from 'mcp-subscriptions';
 import { listen, type ListenError, type SubscriptionItem } from 'mcp-subscriptions/client';
+import { bearer } from '../helpers/bearer.ts';
 import { startSample, stopAllSamples, TOKENS, type SampleApp } from '../helpers/sample-app.ts';
+import { uid } from '../helpers/uid.ts';
 
 const UPDATED = 'notifications/resources/updated';
 const TOOLS = 'notifications/tools/list_changed';
 const TASK = 'notifications/tasks';
 
-let counter = 0;
-const uid = (prefix: string): string => `${prefix}-${++counter}`;
-const as = (token: string) => ({ headers: { authorization: `Bearer ${token}` } });
+const as = (token: string) => ({ headers: bearer(token) });
 
 const SAMPLES = ['express', 'nest'] as const;
 /** Spawning costs about a second each: both start at once, and each block awaits its own. */

@@ -10,11 +10,13 @@
  * an action the test updates the sentinel and asserts what arrived before the sentinel's event.
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
-import { spawnSync } from 'node:child_process';
+import { bearer } from '../helpers/bearer.ts';
+import { ownRedisSkipReason } from '../helpers/redis.ts';
 import {
   eventually,
   postCancel,
   PROTOCOL_VERSION,
+  putNote,
   startRedis,
   startSample,
   stopAllSamples,
@@ -23,9 +25,12 @@ import {
   type McpAnswer,
   type SampleApp,
 } from '../helpers/sample-app.ts';
+import { describeMessage, isUpdateOf, Sentinel, watcher } from '../helpers/sentinel.ts';
 import { testUnless } from '../helpers/skip.ts';
-import { listenBody, listenHeaders, post, type SseStream } from '../helpers/sse.ts';
-import { listen, type ListenFilter, type ListenSubscription, type NotificationItem } from 'mcp-subscriptions/client';
+import { listenBody, listenHeaders, post, TASKS_META, type SseStream } from '../helpers/sse.ts';
+import { twoInstances, warm } from '../helpers/two-instances.ts';
+import { uid } from '../helpers/uid.ts';
+import { listen, type ListenFilter, type ListenSubscription } from 'mcp-subscriptions/client';
 
 const SAMPLES = ['express', 'nest'] as const;
 
@@ -33,16 +38,10 @@ const SAMPLES = ['express', 'nest'] as const;
  * The REDIS_URL rows start redis-servers of their own. Without redis-server on the machine they are
  * skipped, saying so, except in CI, where they must run (.ci/run installs it).
  */
-const redisTest = testUnless(
-  process.env.CI === undefined && spawnSync('redis-server', ['--version']).error !== undefined
-    ? 'redis-server is not installed: apt-get install redis-server, or run .ci/run, to run the REDIS_URL rows'
-    : undefined,
-);
+const redisTest = testUnless(ownRedisSkipReason('the REDIS_URL rows'));
 
 const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
 const TASKS = 'io.modelcontextprotocol/tasks';
-/** `_meta` declaring the Tasks extension on a listen request (spec §7). */
-const TASKS_META = { 'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS]: {} } } };
 
 const ACK = 'notifications/subscriptions/acknowledged';
 const TOOLS = 'notifications/tools/list_changed';
@@ -52,10 +51,6 @@ const UPDATED = 'notifications/resources/updated';
 const TASK = 'notifications/tasks';
 
 const { alice, bob, carol } = TOKENS;
-
-let counter = 0;
-/** A name no earlier test used: every test works on notes and ids of its own. */
-const uid = (prefix: string): string => `${prefix}-${++counter}`;
 
 /** Streams opened by the current test; closed (the client hangs up) after it. */
 const streams: SseStream[] = [];
@@ -87,10 +82,6 @@ async function endSubscriptions(): Promise<void> {
 }
 
 afterAll(stopAllSamples);
-
-function bearer(token: string | undefined): Record<string, string> {
-  return token === undefined ? {} : { authorization: `Bearer ${token}` };
-}
 
 /** POSTs a listen request and returns the response being read, whatever its status. */
 async function listenRaw(
@@ -139,9 +130,6 @@ async function subscribe(
   return subscription;
 }
 
-/** Whether `n` is the update of `uri`. */
-const isUpdateOf = (uri: string) => (n: NotificationItem) => n.method === UPDATED && n.params.uri === uri;
-
 /** A response that is not a stream: waits for its end and parses its JSON body. */
 async function refusal(stream: SseStream): Promise<{ status: number; contentType: string; json: any }> {
   await stream.end();
@@ -152,10 +140,6 @@ async function refusal(stream: SseStream): Promise<{ status: number; contentType
     throw new Error(`expected a JSON body, got HTTP ${stream.status} ${JSON.stringify(stream.text)}`);
   }
   return { status: stream.status, contentType: String(stream.headers['content-type']), json };
-}
-
-async function putNote(app: SampleApp, token: string | undefined, owner: string, name: string, text: string) {
-  return app.api(token, 'PUT', `/api/notes/${owner}/${name}`, { text });
 }
 
 async function createTask(app: SampleApp, token: string): Promise<string> {
@@ -177,127 +161,10 @@ function readText(res: McpAnswer): string {
   return JSON.stringify(res.message?.result?.contents);
 }
 
-/** One line per message, for readable comparisons: the method, and what it is about. */
-function describeMessage(message: any): string {
-  if (message?.method === UPDATED) return `${UPDATED} ${message.params?.uri}`;
-  if (message?.method === TASK) return `${TASK} ${message.params?.taskId} ${message.params?.status}`;
-  return typeof message?.method === 'string' ? message.method : JSON.stringify(message);
-}
-
 const sorted = (lines: string[]): string[] => [...lines].sort();
 
-/**
- * A shared note every watched stream also subscribes to. It is created up front, so that firing it
- * (an update) emits exactly one `resources/updated` for its URI and nothing else. With several
- * instances (REDIS_URL), it is created on each, and fired through the instance whose events must
- * have arrived before it: events from one instance keep their order, events from two need not.
- */
-class Sentinel {
-  readonly uri: string;
-
-  private constructor(
-    private readonly app: SampleApp,
-    private readonly name: string,
-  ) {
-    this.uri = `note://shared/${name}`;
-  }
-
-  /** A sentinel whose note is created on `app` (and on `others`). */
-  static async create(app: SampleApp, ...others: SampleApp[]): Promise<Sentinel> {
-    return Sentinel.named(app).createOn(app, ...others);
-  }
-
-  /** A sentinel whose note does not exist yet: call {@link createOn}. */
-  static named(app: SampleApp): Sentinel {
-    return new Sentinel(app, uid('sentinel'));
-  }
-
-  async createOn(...instances: SampleApp[]): Promise<this> {
-    for (const instance of instances) {
-      const res = await putNote(instance, carol, 'shared', this.name, 'created');
-      expect(res.status).toBe(201);
-    }
-    return this;
-  }
-
-  async fire(via: SampleApp = this.app): Promise<void> {
-    const res = await putNote(via, carol, 'shared', this.name, uid('tick'));
-    expect(res.status).toBe(200);
-  }
-}
-
-/** A subscription read in batches: each batch is what arrived since the previous one, up to the next sentinel. */
-class Watch {
-  constructor(
-    readonly subscription: ListenSubscription,
-    private readonly sentinel: Sentinel,
-  ) {}
-
-  /** What arrived before the next sentinel event (one-line descriptions, sorted unless `ordered`); moves past it. */
-  async next({ ordered = false } = {}): Promise<string[]> {
-    const batch: string[] = [];
-    const isSentinel = isUpdateOf(this.sentinel.uri);
-    await this.subscription.waitFor(
-      (notification) => isSentinel(notification) || (batch.push(describeMessage(notification.message)), false),
-      { timeoutMs: 5000 },
-    );
-    expect(this.subscription.dropped).toBe(0); // nothing was let go unseen
-    return ordered ? batch : sorted(batch);
-  }
-}
-
-/** Two instances of `kind` sharing the Redis at `url`; both stopped if either fails to start. */
-async function twoInstances(kind: (typeof SAMPLES)[number], url: string): Promise<[SampleApp, SampleApp]> {
-  const started = await Promise.allSettled([
-    startSample(kind, { REDIS_URL: url }),
-    startSample(kind, { REDIS_URL: url }),
-  ]);
-  const failed = started.find((result) => result.status === 'rejected');
-  if (failed !== undefined) {
-    for (const result of started) if (result.status === 'fulfilled') await result.value.stop();
-    throw failed.reason;
-  }
-  return started.map((result) => (result as PromiseFulfilledResult<SampleApp>).value) as [SampleApp, SampleApp];
-}
-
-/**
- * Waits until both instances deliver each other's events, and until nothing published before this call
- * is still on its way: probes on both instances follow a note of their own, which is then created on
- * `a` and on `b` (one event per instance). Redis keeps one publisher's messages in order, so once each
- * probe has both creations, everything `a` and `b` published earlier (the sentinel's own creation
- * included) has been delivered, and cannot arrive late on a stream opened afterwards. (Counting the
- * sentinel's events instead would not do: its creation on the other instance may still be in flight
- * and be counted in place of a later firing, which then lands on the stream under test.)
- */
-async function warm(a: SampleApp, b: SampleApp): Promise<void> {
-  const name = uid('warm');
-  const uri = `note://shared/${name}`;
-  const probes = await Promise.all(
-    [a, b].map((instance) => subscribe(instance, carol, uid('warm'), { resourceSubscriptions: [uri] })),
-  );
-  for (const instance of [a, b]) expect((await putNote(instance, carol, 'shared', name, 'warm')).status).toBe(201);
-  // The probes stay open until the instances stop and complete them: closing one would leave Node's
-  // fetch a spare connection (nodejs/undici#5845) that the instance's shutdown would wait for.
-  for (const probe of probes) {
-    let updates = 0;
-    // The warm-up note created on both instances.
-    await probe.waitFor((n) => isUpdateOf(uri)(n) && ++updates === 2, { timeoutMs: 5000 });
-  }
-}
-
 /** Opens a subscription that also follows `sentinel` (the client declares the Tasks extension for `taskIds`). */
-async function watch(
-  app: SampleApp,
-  sentinel: Sentinel,
-  token: string | undefined,
-  id: string | number,
-  filter: ListenFilter,
-): Promise<Watch> {
-  const uris = filter.resourceSubscriptions ?? [];
-  const subscription = await subscribe(app, token, id, { ...filter, resourceSubscriptions: [...uris, sentinel.uri] });
-  expect(subscription.honored.resourceSubscriptions).toContain(sentinel.uri); // a shared note is readable by all
-  return new Watch(subscription, sentinel);
-}
+const watch = watcher(subscribe);
 
 for (const kind of SAMPLES) {
   describe(`sample app contract: ${kind}`, () => {
@@ -459,7 +326,7 @@ for (const kind of SAMPLES) {
         it('an unauthorized request changes nothing and emits nothing', async () => {
           const sentinel = await Sentinel.create(app);
           const name = uid('guarded');
-          const created = await putNote(app, alice, 'shared', name, 'original');
+          const created = await putNote(app, alice, `note://shared/${name}`, 'original');
           expect(created.status).toBe(201);
           const watcher = await watch(app, sentinel, alice, uid('guard'), {
             toolsListChanged: true,
@@ -467,8 +334,8 @@ for (const kind of SAMPLES) {
             resourcesListChanged: true,
             resourceSubscriptions: [`note://shared/${name}`],
           });
-          expect((await putNote(app, undefined, 'shared', name, 'changed')).status).toBe(401);
-          expect((await putNote(app, 'mallory-token', 'shared', name, 'changed')).status).toBe(401);
+          expect((await putNote(app, undefined, `note://shared/${name}`, 'changed')).status).toBe(401);
+          expect((await putNote(app, 'mallory-token', `note://shared/${name}`, 'changed')).status).toBe(401);
           expect((await app.api(undefined, 'DELETE', `/api/notes/shared/${name}`)).status).toBe(401);
           for (const list of ['tools', 'prompts', 'resources']) {
             expect((await app.api(undefined, 'POST', `/api/catalog/${list}`)).status).toBe(401);
@@ -531,7 +398,7 @@ for (const kind of SAMPLES) {
             ['carol', carol],
             ['shared', bob],
           ] as const) {
-            expect((await putNote(app, token, owner, name, `${owner} text`)).status).toBe(201);
+            expect((await putNote(app, token, `note://${owner}/${name}`, `${owner} text`)).status).toBe(201);
             uris.push(`note://${owner}/${name}`);
           }
           for (const [principal, token] of Object.entries({ alice, bob, carol })) {
@@ -555,7 +422,7 @@ for (const kind of SAMPLES) {
             ['bob', bob],
             ['shared', carol],
           ] as const) {
-            expect((await putNote(app, token, owner, name, 'listed')).status).toBe(201);
+            expect((await putNote(app, token, `note://${owner}/${name}`, 'listed')).status).toBe(201);
           }
           for (const method of ['tools/list', 'prompts/list', 'resources/list']) {
             const res = await app.mcp(alice, method);
@@ -590,10 +457,10 @@ for (const kind of SAMPLES) {
 
         it('resources/read enforces the note rule: own notes and shared notes only', async () => {
           const name = uid('read');
-          expect((await putNote(app, alice, 'alice', name, `alice wrote ${name}`)).status).toBe(201);
-          expect((await putNote(app, bob, 'bob', name, `bob wrote ${name}`)).status).toBe(201);
-          expect((await putNote(app, carol, 'carol', name, `carol wrote ${name}`)).status).toBe(201);
-          expect((await putNote(app, bob, 'shared', name, `shared by bob ${name}`)).status).toBe(201);
+          expect((await putNote(app, alice, `note://alice/${name}`, `alice wrote ${name}`)).status).toBe(201);
+          expect((await putNote(app, bob, `note://bob/${name}`, `bob wrote ${name}`)).status).toBe(201);
+          expect((await putNote(app, carol, `note://carol/${name}`, `carol wrote ${name}`)).status).toBe(201);
+          expect((await putNote(app, bob, `note://shared/${name}`, `shared by bob ${name}`)).status).toBe(201);
           const owners = { alice, bob, carol } as const;
           for (const [reader, token] of Object.entries(owners)) {
             for (const owner of ['alice', 'bob', 'carol', 'shared']) {
@@ -613,8 +480,8 @@ for (const kind of SAMPLES) {
 
       it("resources/read does not hand out another principal's note under a disguised URI", async () => {
         const name = uid('disguise');
-        expect((await putNote(app, bob, 'bob', name, `bob wrote ${name}`)).status).toBe(201);
-        expect((await putNote(app, alice, 'alice', name, `alice wrote ${name}`)).status).toBe(201);
+        expect((await putNote(app, bob, `note://bob/${name}`, `bob wrote ${name}`)).status).toBe(201);
+        expect((await putNote(app, alice, `note://alice/${name}`, `alice wrote ${name}`)).status).toBe(201);
         const disguises = [
           `note://alice/../bob/${name}`,
           `note://shared/../bob/${name}`,
@@ -668,7 +535,7 @@ for (const kind of SAMPLES) {
 
         it('a refused URI looks exactly like one never asked for, whether or not the note exists', async () => {
           const n = uid('leak');
-          expect((await putNote(app, bob, 'bob', `exists-${n}`, 'secret')).status).toBe(201);
+          expect((await putNote(app, bob, `note://bob/exists-${n}`, 'secret')).status).toBe(201);
           const shared = `note://shared/${n}`;
           const refused = [`note://bob/exists-${n}`, `note://bob/missing-${n}`, `urn:example:${n}`, `file:///${n}`];
           const asked = await openStream(app, alice, 'same-id', { resourceSubscriptions: [...refused, shared] });
@@ -919,7 +786,7 @@ for (const kind of SAMPLES) {
 
         it('a body that fails validation gets 400 naming the field; nothing changes, nothing is emitted', async () => {
           const name = uid('valid');
-          expect((await putNote(app, alice, 'alice', name, 'original')).status).toBe(201);
+          expect((await putNote(app, alice, `note://alice/${name}`, 'original')).status).toBe(201);
           const task = await createTask(app, alice);
           const w = await watchers(name, task, await createTask(app, bob));
           const invalidNotes: unknown[] = [{}, { text: 42 }, { text: null }, { text: ['a'] }, { body: 'x' }];
@@ -951,7 +818,7 @@ for (const kind of SAMPLES) {
 
         it("another principal's note or task gets 403; nothing changes, nothing is emitted", async () => {
           const name = uid('foreign');
-          expect((await putNote(app, bob, 'bob', name, 'original')).status).toBe(201);
+          expect((await putNote(app, bob, `note://bob/${name}`, 'original')).status).toBe(201);
           const bobTask = await createTask(app, bob);
           const aliceTask = await createTask(app, alice);
           const w = await watchers(name, aliceTask, bobTask);
@@ -1219,7 +1086,7 @@ for (const kind of SAMPLES) {
         let stats: any;
         for (let round = 0; round < 10 && stats?.queued !== names.length; round++) {
           for (const name of names) {
-            const res = await putNote(app, alice, 'alice', name, `round ${round}`);
+            const res = await putNote(app, alice, `note://alice/${name}`, `round ${round}`);
             expect(res.status).toBe(round === 0 ? 201 : 200);
             expected.push(`${UPDATED} note://alice/${name}`);
           }
@@ -1256,7 +1123,7 @@ for (const kind of SAMPLES) {
         stuck.stream.pause();
         let stats: any;
         for (let round = 0; round < 10 && !(stats?.queued > 0); round++) {
-          for (const name of names) await putNote(app, alice, 'alice', name, `round ${round}`);
+          for (const name of names) await putNote(app, alice, `note://alice/${name}`, `round ${round}`);
           stats = (await app.api(alice, 'GET', '/api/subscriptions/stats')).body;
         }
         expect(stats.queued).toBeGreaterThan(0); // the stuck reader's socket filled
@@ -1312,7 +1179,7 @@ for (const kind of SAMPLES) {
         stalled.stream.pause();
         let stats: any;
         for (let round = 0; round < 10 && !(stats?.queued > 0 || stats?.closed.stalled > 0); round++) {
-          for (const name of names) await putNote(app, alice, 'alice', name, `round ${round}`);
+          for (const name of names) await putNote(app, alice, `note://alice/${name}`, `round ${round}`);
           stats = (await app.api(alice, 'GET', '/api/subscriptions/stats')).body;
         }
         expect(stats.queued > 0 || stats.closed.stalled > 0).toBe(true); // the stopped reader's socket filled
@@ -1419,15 +1286,8 @@ for (const kind of SAMPLES) {
       async () => {
         const redis = await startRedis();
         if (redis === undefined) throw new Error('redis-server could not be started');
-        const started = await Promise.allSettled([
-          startSample(kind, { REDIS_URL: redis.url }),
-          startSample(kind, { REDIS_URL: redis.url }),
-        ]);
+        const [a, b] = await twoInstances(kind, redis.url);
         try {
-          const [a, b] = started.map((result) => {
-            if (result.status === 'rejected') throw result.reason;
-            return result.value;
-          }) as [SampleApp, SampleApp];
           // Creating the sentinel is itself an event on every instance: wait until both instances have
           // delivered both creations, so that none arrives late on the streams under test.
           const sentinel = Sentinel.named(a);
@@ -1454,7 +1314,7 @@ for (const kind of SAMPLES) {
           const onB = await watch(b, sentinel, alice, uid('on-b'), filter);
           const bobOnB = await watch(b, sentinel, bob, uid('bob-on-b'), { resourceSubscriptions: [uri] });
 
-          expect((await putNote(a, alice, 'alice', name, 'x')).status).toBe(201);
+          expect((await putNote(a, alice, `note://alice/${name}`, 'x')).status).toBe(201);
           await sentinel.fire(a);
           expect(await onA.next()).toStrictEqual(sorted([RESOURCES, `${UPDATED} ${uri}`])); // published here
           // published on the other instance
@@ -1475,7 +1335,7 @@ for (const kind of SAMPLES) {
             expect(await watcher.next()).toStrictEqual([]);
           }
         } finally {
-          for (const result of started) if (result.status === 'fulfilled') await result.value.stop();
+          for (const app of [a, b]) await app.stop();
           await redis.stop();
         }
       },
@@ -1491,7 +1351,7 @@ for (const kind of SAMPLES) {
         const [a, b] = await twoInstances(kind, redis.url);
         try {
           const sentinel = await Sentinel.create(a, b);
-          await warm(a, b);
+          await warm(a, b, subscribe);
           const id = uid('cross-cancel');
           const watcher = await watch(a, sentinel, alice, id, { toolsListChanged: true });
           // Bob names alice's id on the other instance: her stream goes on.
@@ -1519,14 +1379,14 @@ for (const kind of SAMPLES) {
         let restarted: Awaited<ReturnType<typeof startRedis>>;
         try {
           const sentinel = await Sentinel.create(a, b);
-          await warm(a, b);
+          await warm(a, b, subscribe);
           const name = uid('outage');
           const uri = `note://alice/${name}`;
           const onA = await watch(a, sentinel, alice, uid('outage-a'), { resourceSubscriptions: [uri] });
 
           await redis.stop();
           // While Redis is down an instance still delivers what it publishes itself, and writes succeed.
-          expect((await putNote(a, alice, 'alice', name, 'while down')).status).toBe(201);
+          expect((await putNote(a, alice, `note://alice/${name}`, 'while down')).status).toBe(201);
           await sentinel.fire(a);
           expect(await onA.next()).toStrictEqual([`${UPDATED} ${uri}`]);
 
@@ -1536,7 +1396,7 @@ for (const kind of SAMPLES) {
           await eventually(
             async () => {
               // Each instance keeps its own notes: the first write on b creates it there.
-              expect([200, 201]).toContain((await putNote(b, alice, 'alice', name, uid('after'))).status);
+              expect([200, 201]).toContain((await putNote(b, alice, `note://alice/${name}`, uid('after'))).status);
               return onA.subscription.waitFor(isUpdateOf(uri), { timeoutMs: 100 }).then(
                 () => true,
                 () => false,

@@ -15,6 +15,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { bearer } from '../helpers/bearer.ts';
 import { installPacked, packPackage, PACK_TIMEOUT_MS, type Packed } from '../helpers/pack.ts';
 import { mcpRequest, REPO_ROOT } from '../helpers/sample-app.ts';
 import { listen, listenBody, listenHeaders, post, type SseStream } from '../helpers/sse.ts';
@@ -150,8 +151,6 @@ function start(example: Example, args: readonly string[]): Promise<RunningExampl
     });
   });
 }
-
-const bearer = (token: string): Record<string, string> => ({ authorization: `Bearer ${token}` });
 
 /** `PUT /notes/:name` as the owner of `token`. */
 async function saveNote(app: RunningExample, token: string, name: string, text: string): Promise<unknown> {

@@ -12,19 +12,22 @@
  */
 import { afterAll, beforeAll, describe, expect } from '@jest/globals';
 import { fc, test } from '@fast-check/jest';
-import { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { ErrorRequestHandler } from 'express';
 import { ErrorCode, SubscriptionHub } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
 import { isAbsoluteUri } from '../../lib/internal.ts';
+import { EVERY_CAPABILITY } from '../helpers/capabilities.ts';
 import { authFromUserHeader, expressFlavours, listenOn, type RunningServer } from '../helpers/express-apps.ts';
 import { recordingLogger, waitFor } from '../helpers/fake-response.ts';
-import { editAt, jsonNode, jsonText, literal, paths, type JsonNode } from '../helpers/json-text.ts';
+import { jsonNode, jsonText, literal, mutate, type JsonNode, type Mutation } from '../helpers/json-text.ts';
 import { expectedAnswer, type Expected, type OracleServer } from '../helpers/listen-oracle.ts';
+import { expectUnpolluted } from '../helpers/prototypes.ts';
 import { pieces, rawPost, tricklePost, type RawAnswer, type RawRequest } from '../helpers/raw-http.ts';
 import { listenBody, listenHeaders, SseParser, type SseEvent } from '../helpers/sse.ts';
+import { UnhandledTracker } from '../helpers/unhandled.ts';
+import { INVALID_UTF8 } from '../helpers/utf8.ts';
 
 const LISTEN = 'subscriptions/listen';
 const VERSION = '2026-07-28';
@@ -60,8 +63,7 @@ interface Node {
 }
 
 const nodes: Node[] = [];
-const unhandled: unknown[] = [];
-const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
+const unhandled = new UnhandledTracker();
 
 async function startNode(flavour: (typeof expressFlavours)[number]): Promise<Node> {
   const logger = recordingLogger();
@@ -82,13 +84,7 @@ async function startNode(flavour: (typeof expressFlavours)[number]): Promise<Nod
     authFromUserHeader,
     mcpSubscriptions({
       hub,
-      capabilities: {
-        toolsListChanged: true,
-        promptsListChanged: true,
-        resourcesListChanged: true,
-        resourceSubscriptions: true,
-        tasks: true,
-      },
+      capabilities: EVERY_CAPABILITY,
       canRead: () => true,
       canAccessTask: () => true,
       keepAliveMs: false,
@@ -109,31 +105,13 @@ async function startNode(flavour: (typeof expressFlavours)[number]): Promise<Nod
   return node as Node;
 }
 
-// Object.prototype of this test's realm (where lib/ and Express run) and of Node's own (node:http's
-// requests and headers): a `__proto__` that reached either would show as a new property.
-const realms = {
-  test: Object.prototype,
-  node: Object.getPrototypeOf(EventEmitter.prototype) as object,
-  array: Array.prototype,
-  function: Function.prototype,
-};
-const pristine = Object.fromEntries(Object.entries(realms).map(([name, proto]) => [name, Reflect.ownKeys(proto)]));
-
-function expectUnpolluted(): void {
-  expect(
-    Object.fromEntries(Object.entries(realms).map(([name, proto]) => [name, Reflect.ownKeys(proto)])),
-  ).toStrictEqual(pristine);
-  expect(({} as Record<string, unknown>).polluted).toBeUndefined();
-  expect(Object.getPrototypeOf({})).toBe(Object.prototype);
-}
-
 beforeAll(async () => {
-  process.on('unhandledRejection', onUnhandled);
+  unhandled.start();
   for (const flavour of expressFlavours) nodes.push(await startNode(flavour));
 });
 
 afterAll(async () => {
-  process.off('unhandledRejection', onUnhandled);
+  unhandled.stop();
   for (const node of nodes) {
     await node.hub.close();
     await node.server.close();
@@ -255,7 +233,7 @@ async function expectHealthy(node: Node): Promise<void> {
     'every stream closed and no slot held',
   );
   expect(node.logger.errors).toStrictEqual([]);
-  expect(unhandled).toStrictEqual([]);
+  expect(unhandled.rejections).toStrictEqual([]);
   expect(node.hostErrors).toStrictEqual([]);
   expectUnpolluted();
 }
@@ -515,18 +493,6 @@ const pollution = fc.oneof(
   fc.constant(literal('{"__proto__":{"polluted":true}}')),
 );
 
-type Mutation =
-  | { readonly op: 'replace'; readonly at: number; readonly value: JsonNode }
-  | { readonly op: 'remove'; readonly at: number }
-  | {
-      readonly op: 'add';
-      readonly at: number;
-      readonly key: string;
-      readonly escaped: boolean;
-      readonly value: JsonNode;
-    }
-  | { readonly op: 'wrap'; readonly at: number; readonly inArray: boolean };
-
 const mutationArb: fc.Arbitrary<Mutation> = fc.oneof(
   fc.record({ op: fc.constant('replace' as const), at: fc.nat(), value: valueNode }),
   fc.record({ op: fc.constant('remove' as const), at: fc.nat() }),
@@ -539,56 +505,6 @@ const mutationArb: fc.Arbitrary<Mutation> = fc.oneof(
   }),
   fc.record({ op: fc.constant('wrap' as const), at: fc.nat(), inArray: fc.boolean() }),
 );
-
-/**
- * The node a mutation targets: a depth first, then a node at that depth, so that the envelope's few
- * fields are hit as often as the many entries of a long list.
- */
-function target(tree: JsonNode, at: number, root: boolean): number[] {
-  const byDepth: number[][][] = [];
-  for (const path of paths(tree)) if (root || path.length > 0) (byDepth[path.length] ??= []).push(path);
-  // Deeper levels weigh more: an envelope error masks everything below it (spec §6's order).
-  const levels = byDepth.flatMap((level, depth) => Array.from({ length: depth + 1 }, () => level));
-  if (levels.length === 0) return [];
-  const level = levels[at % levels.length]!;
-  return level[Math.floor(at / levels.length) % level.length]!;
-}
-
-/** Applies a mutation at its target. An added key may repeat one already there. */
-function mutate(tree: JsonNode, mutation: Mutation): JsonNode {
-  // The root replaced or wrapped is one case (-32600), not a quarter of them: only keys are added there.
-  const path = target(tree, mutation.at, mutation.op === 'add');
-  switch (mutation.op) {
-    case 'replace':
-      return editAt(tree, path, () => mutation.value);
-    case 'wrap':
-      return editAt(tree, path, (node) =>
-        mutation.inArray
-          ? { kind: 'array', items: [node] }
-          : { kind: 'object', entries: [{ key: 'value', escaped: false, value: node }] },
-      );
-    case 'remove': {
-      if (path.length === 0) return tree;
-      const index = path[path.length - 1]!;
-      return editAt(tree, path.slice(0, -1), (parent) =>
-        parent.kind === 'array'
-          ? { kind: 'array', items: parent.items.filter((_, i) => i !== index) }
-          : parent.kind === 'object'
-            ? { kind: 'object', entries: parent.entries.filter((_, i) => i !== index) }
-            : parent,
-      );
-    }
-    case 'add':
-      return editAt(tree, path, (node) =>
-        node.kind === 'object'
-          ? {
-              kind: 'object',
-              entries: [...node.entries, { key: mutation.key, escaped: mutation.escaped, value: mutation.value }],
-            }
-          : node,
-      );
-  }
-}
 
 const framingArb = fc.record({
   framing: fc.constantFrom('content-length' as const, 'chunked' as const),
@@ -614,7 +530,8 @@ describe('the request path, fuzzed over real HTTP (Express 5 and 4)', () => {
     'JSON documents with wrong types at every depth, huge values, deep nests, prototype keys and duplicate keys: the answer the spec orders',
     async ({ base, mutations, space, framing, node: n }) => {
       const node = nodes[n]!;
-      const tree = mutations.reduce(mutate, listenTree(base));
+      // Deeper levels weigh more: an envelope error masks everything below it (spec §6's order).
+      const tree = mutations.reduce((doc, mutation) => mutate(doc, mutation, 'deeper'), listenTree(base));
       const body = Buffer.from(jsonText(tree, space));
       const answer = await exchange(node, { headers: STANDARD_HEADERS, body, ...framing });
       expectAnswer(node, body, answer);
@@ -622,20 +539,6 @@ describe('the request path, fuzzed over real HTTP (Express 5 and 4)', () => {
     },
     60_000,
   );
-
-  /** Byte sequences no UTF-8 decoder may accept: stray continuations, overlongs, surrogates, truncations, past U+10FFFF. */
-  const INVALID_UTF8 = [
-    [0xff],
-    [0xfe],
-    [0x80],
-    [0xc0, 0xaf],
-    [0xe0, 0x80, 0xaf],
-    [0xed, 0xa0, 0x80],
-    [0xf4, 0x90, 0x80, 0x80],
-    [0xe2, 0x82],
-    [0xf0, 0x9f, 0x98],
-    [0xc3],
-  ];
 
   test.prop(
     {

@@ -18,11 +18,9 @@ import {
   TOKENS,
   type SampleApp,
 } from '../helpers/sample-app.ts';
+import { uid } from '../helpers/uid.ts';
 
 const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
-
-let counter = 0;
-const uid = (prefix: string): string => `${prefix}-${++counter}`;
 
 const clients: Client[] = [];
 

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, rmSync } from 'node:fs';
 import path from 'node:path';
+import { bearer } from '../helpers/bearer.ts';
 import { installPacked, packPackage, PACK_TIMEOUT_MS, type Packed } from '../helpers/pack.ts';
 import { REPO_ROOT } from '../helpers/sample-app.ts';
 import { listen, listenBody, listenHeaders, post, type SseStream } from '../helpers/sse.ts';
@@ -76,8 +77,6 @@ function run(fixture: string): Promise<RunningFixture> {
     void exited.then((code) => reject(new Error(`${fixture} exited with ${code} before listening:\n${out}\n${err}`)));
   });
 }
-
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
 async function exercise(app: RunningFixture): Promise<void> {
   const refused = await post(app.url, listenBody('nobody', { toolsListChanged: true }), listenHeaders());

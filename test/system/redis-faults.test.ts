@@ -22,19 +22,15 @@
  * action the test fires the sentinel through the instance whose events must have arrived first (one
  * instance's events keep their order across Redis; two instances' need not).
  */
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, expect, it } from '@jest/globals';
 import { performance } from 'node:perf_hooks';
-import {
-  listen,
-  type ListenFilter,
-  type ListenSubscription,
-  type NotificationItem,
-  type SubscriptionItem,
-} from 'mcp-subscriptions/client';
-import { redisServerInstalled } from '../helpers/redis.ts';
+import { listen, type ListenFilter, type ListenSubscription, type SubscriptionItem } from 'mcp-subscriptions/client';
+import { bearer } from '../helpers/bearer.ts';
+import { ownRedisSkipReason } from '../helpers/redis.ts';
 import {
   CONTRACT_EXIT_MS,
   postCancel,
+  putNote,
   startRedis,
   startSample,
   stopAllSamples,
@@ -43,6 +39,10 @@ import {
   type SampleApp,
   type SampleKind,
 } from '../helpers/sample-app.ts';
+import { Sentinel, watcher, type Watch } from '../helpers/sentinel.ts';
+import { describeUnless } from '../helpers/skip.ts';
+import { twoInstances, warm } from '../helpers/two-instances.ts';
+import { uid } from '../helpers/uid.ts';
 
 const SAMPLES: readonly SampleKind[] = ['express', 'nest'];
 
@@ -51,12 +51,7 @@ const SAMPLES: readonly SampleKind[] = ['express', 'nest'];
  * saying so, except in CI, where they must run (.ci/run installs it): there, the missing server fails
  * the setup instead.
  */
-const skipReason =
-  process.env.CI === undefined && !redisServerInstalled()
-    ? 'redis-server is not installed: apt-get install redis-server, or run .ci/run, to run these'
-    : undefined;
-const describeWithRedis = skipReason === undefined ? describe : describe.skip;
-const skipped = skipReason === undefined ? '' : ` [skipped: ${skipReason}]`;
+const describeWithRedis = describeUnless(ownRedisSkipReason('these'));
 
 const TOOLS = 'notifications/tools/list_changed';
 const UPDATED = 'notifications/resources/updated';
@@ -69,12 +64,6 @@ const RECONNECT = { initialDelayMs: 50, maxDelayMs: 250 };
 const ITEM_MS = 5000;
 
 const { alice, bob, carol } = TOKENS;
-
-let counter = 0;
-/** A name no earlier step used: every step works on notes and ids of its own. */
-const uid = (prefix: string): string => `${prefix}-${++counter}`;
-
-const bearer = (token: string): Record<string, string> => ({ authorization: `Bearer ${token}` });
 
 /** Subscriptions opened by the file, closed after each sample's block (idempotent for ended ones). */
 const opened: ListenSubscription[] = [];
@@ -103,18 +92,14 @@ async function within<T>(promise: Promise<T>, ms: number, what: string): Promise
  */
 async function subscribe(
   app: SampleApp,
-  token: string,
-  id: string,
+  token: string | undefined,
+  id: string | number,
   filter: ListenFilter,
   reconnect: false | typeof RECONNECT = false,
 ): Promise<ListenSubscription> {
   const subscription = await listen(app.url, filter, { headers: bearer(token), id, maxBuffer: 10_000, reconnect });
   opened.push(subscription);
   return subscription;
-}
-
-function putNote(app: SampleApp, token: string, uri: string, text: string) {
-  return app.api(token, 'PUT', `/api/notes/${uri.slice('note://'.length)}`, { text });
 }
 
 /** The survivor's hub, as the stats route shows it. */
@@ -134,95 +119,14 @@ async function cancelAnswer(
   return { status: res.status, contentType: res.headers.get('content-type'), body: await res.text() };
 }
 
-const isUpdateOf = (uri: string) => (n: NotificationItem) => n.method === UPDATED && n.params.uri === uri;
+const watchWithSentinel = watcher(subscribe);
 
-/** One line per notification: the method, and the URI of an update. */
-const describeItem = (n: NotificationItem): string =>
-  n.method === UPDATED ? `${UPDATED} ${String(n.params.uri)}` : n.method;
-
-/**
- * A shared note every watched stream also follows. Each instance keeps notes of its own, so it is
- * created on each (one event), then only updated: firing it emits exactly one `resources/updated`.
- */
-class Sentinel {
-  readonly uri = `note://shared/${uid('sentinel')}`;
-
-  async createOn(app: SampleApp): Promise<void> {
-    expect((await putNote(app, carol, this.uri, 'created')).status).toBe(201);
-  }
-
-  async fire(via: SampleApp): Promise<void> {
-    expect((await putNote(via, carol, this.uri, uid('tick'))).status).toBe(200);
-  }
-}
-
-/** A subscription read in batches: what arrived since the previous batch, up to the next sentinel event. */
-class Watch {
-  constructor(
-    readonly subscription: ListenSubscription,
-    private readonly sentinel: Sentinel,
-  ) {}
-
-  /** What arrived before the next sentinel event (sorted unless `ordered`); moves past it. */
-  async next({ ordered = false } = {}): Promise<string[]> {
-    const batch: string[] = [];
-    const isSentinel = isUpdateOf(this.sentinel.uri);
-    await this.subscription.waitFor((n) => isSentinel(n) || (batch.push(describeItem(n)), false), {
-      timeoutMs: ITEM_MS,
-    });
-    expect(this.subscription.dropped).toBe(0); // nothing was let go unseen
-    return ordered ? batch : [...batch].sort();
-  }
-}
-
-async function watch(
-  app: SampleApp,
-  sentinel: Sentinel,
-  token: string,
-  id: string,
-  filter: ListenFilter,
-): Promise<Watch> {
+/** A watch whose filter, readable in full, must be acknowledged in full: one that leaves anything out is a failure. */
+async function watch(...[app, sentinel, token, id, filter]: Parameters<typeof watchWithSentinel>): Promise<Watch> {
+  const watched = await watchWithSentinel(app, sentinel, token, id, filter);
   const uris = filter.resourceSubscriptions ?? [];
-  const subscription = await subscribe(app, token, id, { ...filter, resourceSubscriptions: [...uris, sentinel.uri] });
-  // Every filter here is readable in full: an acknowledgement that leaves anything out is a failure.
-  expect(subscription.honored).toStrictEqual({ ...filter, resourceSubscriptions: [...uris, sentinel.uri] });
-  return new Watch(subscription, sentinel);
-}
-
-/** Two instances of `kind` sharing the Redis at `url`; both stopped if either fails to start. */
-async function twoInstances(kind: SampleKind, url: string): Promise<[SampleApp, SampleApp]> {
-  const started = await Promise.allSettled([
-    startSample(kind, { REDIS_URL: url }),
-    startSample(kind, { REDIS_URL: url }),
-  ]);
-  const failed = started.find((result) => result.status === 'rejected');
-  if (failed !== undefined) {
-    for (const result of started) if (result.status === 'fulfilled') await result.value.stop('SIGKILL');
-    throw failed.reason;
-  }
-  return started.map((result) => (result as PromiseFulfilledResult<SampleApp>).value) as [SampleApp, SampleApp];
-}
-
-/**
- * Waits until both instances deliver each other's events, and until nothing published before this call
- * is still on its way (the contract suite's warm-up, for the same reason): a probe on each instance
- * follows a note of its own, which is then created on `a` and on `b`. Redis keeps one publisher's
- * messages in order, so once each probe has both creations, everything `a` and `b` published earlier
- * has been delivered and cannot land on a stream opened afterwards. Counting sentinel events instead
- * would not do: a creation still in flight could be counted in place of a later firing. The probes
- * are returned, and stay open: their instance ends them (or dies with them).
- */
-async function warm(a: SampleApp, b: SampleApp): Promise<ListenSubscription[]> {
-  const uri = `note://shared/${uid('warm')}`;
-  const probes = await Promise.all(
-    [a, b].map((instance) => subscribe(instance, carol, uid('warm'), { resourceSubscriptions: [uri] })),
-  );
-  for (const instance of [a, b]) expect((await putNote(instance, carol, uri, 'warm')).status).toBe(201);
-  for (const probe of probes) {
-    let updates = 0;
-    await probe.waitFor((n) => isUpdateOf(uri)(n) && ++updates === 2, { timeoutMs: ITEM_MS });
-  }
-  return probes;
+  expect(watched.subscription.honored).toStrictEqual({ ...filter, resourceSubscriptions: [...uris, sentinel.uri] });
+  return watched;
 }
 
 /** The next item of a subscription's iterator, within {@link ITEM_MS}. */
@@ -232,13 +136,18 @@ async function nextItem(items: AsyncIterator<SubscriptionItem, undefined>, what:
   return value;
 }
 
-describeWithRedis.each(SAMPLES)(`kill -9 of one of two %s samples joined over Redis${skipped}`, (kind) => {
+for (const kind of SAMPLES) {
+  describeWithRedis(`kill -9 of one of two ${kind} samples joined over Redis`, () => killOneOfTwo(kind));
+}
+
+/** The cases for one sample, in order: each step goes on from where the one before left the instances. */
+function killOneOfTwo(kind: SampleKind): void {
   let redis: RedisServer;
   /** The survivor, the instance killed, and the killed one restarted on its port. */
   let a: SampleApp;
   let b: SampleApp;
   let newB: SampleApp | undefined;
-  const sentinel = new Sentinel();
+  let sentinel: Sentinel;
   /** The survivor's watched streams: alice's with two ids, and bob's with the id of alice's stream on b. */
   let burstOnA: Watch;
   let listsOnA: Watch[];
@@ -261,13 +170,14 @@ describeWithRedis.each(SAMPLES)(`kill -9 of one of two %s samples joined over Re
 
   beforeAll(async () => {
     const server = await startRedis();
-    // Under CI, a missing redis-server fails here rather than skipping (see skipReason).
+    // Under CI, a missing redis-server fails here rather than skipping (see describeWithRedis).
     if (server === undefined) throw new Error('redis-server could not be started: is it installed?');
     redis = server;
-    [a, b] = await twoInstances(kind, redis.url);
+    [a, b] = await twoInstances(kind, redis.url, 'SIGKILL');
+    sentinel = Sentinel.named(a);
     await sentinel.createOn(a);
     await sentinel.createOn(b);
-    const probes = await warm(a, b);
+    const probes = await warm(a, b, subscribe);
 
     burstOnA = await watch(a, sentinel, alice, uid('burst-on-a'), { resourceSubscriptions: burst });
     listsOnA = [
@@ -391,7 +301,7 @@ describeWithRedis.each(SAMPLES)(`kill -9 of one of two %s samples joined over Re
     });
     expect(reconnecting.reconnects).toBe(1);
 
-    const probes = await warm(a, newB);
+    const probes = await warm(a, newB, subscribe);
     allOnA.push(probes[0]!);
     // The sentinel's creation on the new instance is its first event every stream on the survivor follows.
     await sentinel.createOn(newB);
@@ -439,4 +349,4 @@ describeWithRedis.each(SAMPLES)(`kill -9 of one of two %s samples joined over Re
     await reconnecting.close();
     expect(await newB!.stop('SIGTERM')).toBe(0);
   });
-});
+}

@@ -26,22 +26,35 @@
  * counterexample on a failure; replay one with `test.prop(arbitraries, { seed, path })`. With
  * `WIREFUZZ_FIGURES=1` the file prints how many messages of each class each node took or dropped.
  */
-import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { afterAll, beforeAll, expect, test } from '@jest/globals';
 import { fc, test as propTest } from '@fast-check/jest';
 import { randomUUID } from 'node:crypto';
-import { EventEmitter } from 'node:events';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { SubscriptionHub, type SubscriptionEvent, type TaskState } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
 import { RedisBus } from 'mcp-subscriptions/redis';
+import { EVERY_CAPABILITY } from '../helpers/capabilities.ts';
 import { authFromUserHeader, expressFlavours, listenOn, type RunningServer } from '../helpers/express-apps.ts';
 import { recordingLogger, waitFor } from '../helpers/fake-response.ts';
-import { editAt, jsonNode, jsonText, literal, paths, type JsonEntry, type JsonNode } from '../helpers/json-text.ts';
-import { pingRedis, REDIS_URL } from '../helpers/redis.ts';
-import { describeUnless } from '../helpers/skip.ts';
+import {
+  editAt,
+  escapedText,
+  jsonNode,
+  jsonText,
+  literal,
+  mutate,
+  type JsonEntry,
+  type JsonNode,
+  type Mutation,
+} from '../helpers/json-text.ts';
+import { expectUnpolluted } from '../helpers/prototypes.ts';
+import { REDIS_URL, sharedRedisMissing } from '../helpers/redis.ts';
+import { describeUnless, failUnderCi } from '../helpers/skip.ts';
 import { postLineFed, type LineFedStream } from '../helpers/sse-lines.ts';
-import { listenBody, listenHeaders } from '../helpers/sse.ts';
+import { listenBody, listenHeaders, TASKS_META } from '../helpers/sse.ts';
+import { UnhandledTracker } from '../helpers/unhandled.ts';
+import { INVALID_UTF8 } from '../helpers/utf8.ts';
 import {
   cancels,
   frameData,
@@ -55,20 +68,9 @@ import {
   type WireEvent,
 } from '../helpers/wire-oracle.ts';
 
-const redisMissing = (await pingRedis())
-  ? undefined
-  : "Redis does not answer on 127.0.0.1:6379; start one with `redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save '' --appendonly no` to run these; CI never skips them";
-if (process.env.CI && redisMissing !== undefined) {
-  describe('Redis for the wire fuzzer', () => {
-    test('is there (under CI the Redis suites never skip)', () => {
-      throw new Error(redisMissing);
-    });
-  });
-}
+const redisMissing = await sharedRedisMissing();
+failUnderCi('Redis for the wire fuzzer', redisMissing);
 
-const TASKS_META = {
-  'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } },
-};
 /**
  * Shrinking replays a failing case over Redis and HTTP many times: past this limit fast-check stops and
  * reports the smallest counterexample so far, with its seed, before jest's timeout would swallow it.
@@ -188,28 +190,7 @@ const cleanups: (() => unknown)[] = [];
 let raw: Redis;
 let channel = '';
 
-const unhandled: unknown[] = [];
-const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
-const uncaught: unknown[] = [];
-const onUncaught = (error: unknown): void => void uncaught.push(error);
-
-// Object.prototype of this test's realm and of Node's own (node:http's objects), Array.prototype and
-// Function.prototype: a `__proto__` that reached any would show as a new property.
-const realms = {
-  test: Object.prototype,
-  node: Object.getPrototypeOf(EventEmitter.prototype) as object,
-  array: Array.prototype,
-  function: Function.prototype,
-};
-const pristine = Object.fromEntries(Object.entries(realms).map(([name, proto]) => [name, Reflect.ownKeys(proto)]));
-
-function expectUnpolluted(): void {
-  expect(
-    Object.fromEntries(Object.entries(realms).map(([name, proto]) => [name, Reflect.ownKeys(proto)])),
-  ).toStrictEqual(pristine);
-  expect(({} as Record<string, unknown>).polluted).toBeUndefined();
-  expect(Object.getPrototypeOf({})).toBe(Object.prototype);
-}
+const unhandled = new UnhandledTracker();
 
 async function startHub(name: string, flavour: (typeof expressFlavours)[number], bus: RedisBus): Promise<HubNode> {
   const logger = recordingLogger();
@@ -232,13 +213,7 @@ async function startHub(name: string, flavour: (typeof expressFlavours)[number],
     authFromUserHeader,
     mcpSubscriptions({
       hub,
-      capabilities: {
-        toolsListChanged: true,
-        promptsListChanged: true,
-        resourcesListChanged: true,
-        resourceSubscriptions: true,
-        tasks: true,
-      },
+      capabilities: EVERY_CAPABILITY,
       canRead: () => true,
       canAccessTask: () => true,
       keepAliveMs: false,
@@ -613,7 +588,10 @@ function expectHealthy(): void {
     });
     expect({ hub: hub.name, oddPrototypes: hub.oddPrototypes }).toStrictEqual({ hub: hub.name, oddPrototypes: [] });
   }
-  expect({ unhandled, uncaught }).toStrictEqual({ unhandled: [], uncaught: [] });
+  expect({ unhandled: unhandled.rejections, uncaught: unhandled.exceptions }).toStrictEqual({
+    unhandled: [],
+    uncaught: [],
+  });
   expectUnpolluted();
 }
 
@@ -635,8 +613,7 @@ async function runCase(body: () => Promise<void>): Promise<void> {
       hub.oddPrototypes.length = 0;
     }
     for (const node of nodes) node.logger.errors.length = 0;
-    unhandled.length = 0;
-    uncaught.length = 0;
+    unhandled.clear();
     await openAll();
     await raw.publish(channel, markerBytes);
     await waitFor(
@@ -662,11 +639,7 @@ const str = (value: string): JsonNode => literal(JSON.stringify(value));
 const entry = (key: string, value: JsonNode, escaped = false): JsonEntry => ({ key, escaped, value });
 const object = (...entries: JsonEntry[]): JsonNode => ({ kind: 'object', entries });
 /** A string spelled entirely with `\uXXXX` escapes: the same string to JSON.parse, other bytes on the wire. */
-const escapedStr = (value: string): JsonNode => {
-  let text = '"';
-  for (let i = 0; i < value.length; i++) text += `\\u${value.charCodeAt(i).toString(16).padStart(4, '0')}`;
-  return literal(`${text}"`);
-};
+const escapedStr = (value: string): JsonNode => literal(escapedText(value));
 
 /** Characters that trouble framing, escaping and comparison: line ends, NUL, quotes, lone surrogates, a BOM. */
 const NASTY = [
@@ -883,20 +856,6 @@ const keyArb = fc.oneof(
   nastyString(4),
 );
 
-type Mutation =
-  | { readonly op: 'replace'; readonly at: number; readonly value: JsonNode }
-  | { readonly op: 'remove'; readonly at: number }
-  | {
-      readonly op: 'add';
-      readonly at: number;
-      readonly key: string;
-      readonly escaped: boolean;
-      readonly value: JsonNode;
-    }
-  | { readonly op: 'wrap'; readonly at: number; readonly inArray: boolean }
-  | { readonly op: 'escape'; readonly at: number }
-  | { readonly op: 'duplicate'; readonly at: number; readonly value: JsonNode | undefined };
-
 const mutationArb: fc.Arbitrary<Mutation> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ op: fc.constant('replace' as const), at: fc.nat(), value: valueNode }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('remove' as const), at: fc.nat() }) },
@@ -922,86 +881,6 @@ const mutationArb: fc.Arbitrary<Mutation> = fc.oneof(
   },
 );
 
-/**
- * The node a mutation targets: a depth first, then a node at that depth, so that the envelope's few
- * fields are hit as often as the many entries of a task's result. The root only takes keys.
- */
-function target(tree: JsonNode, at: number, root: boolean): number[] {
-  const byDepth: number[][][] = [];
-  for (const path of paths(tree)) if (root || path.length > 0) (byDepth[path.length] ??= []).push(path);
-  const levels = byDepth.filter((level) => level !== undefined);
-  if (levels.length === 0) return [];
-  const level = levels[at % levels.length]!;
-  return level[Math.floor(at / levels.length) % level.length]!;
-}
-
-/** Edits the object entry `path` ends at (its parent must be an object). */
-function editEntry(tree: JsonNode, path: readonly number[], edit: (entries: JsonEntry[], index: number) => void) {
-  if (path.length === 0) return tree;
-  const index = path[path.length - 1]!;
-  return editAt(tree, path.slice(0, -1), (parent) => {
-    if (parent.kind !== 'object') return parent;
-    const entries = [...parent.entries];
-    edit(entries, index);
-    return { kind: 'object', entries };
-  });
-}
-
-function mutate(tree: JsonNode, mutation: Mutation): JsonNode {
-  const path = target(tree, mutation.at, mutation.op === 'add' || mutation.op === 'duplicate');
-  switch (mutation.op) {
-    case 'replace':
-      return editAt(tree, path, () => mutation.value);
-    case 'wrap':
-      return editAt(tree, path, (node) =>
-        mutation.inArray
-          ? { kind: 'array', items: [node] }
-          : { kind: 'object', entries: [{ key: 'value', escaped: false, value: node }] },
-      );
-    case 'remove': {
-      if (path.length === 0) return tree;
-      const index = path[path.length - 1]!;
-      return editAt(tree, path.slice(0, -1), (parent) =>
-        parent.kind === 'array'
-          ? { kind: 'array', items: parent.items.filter((_, i) => i !== index) }
-          : parent.kind === 'object'
-            ? { kind: 'object', entries: parent.entries.filter((_, i) => i !== index) }
-            : parent,
-      );
-    }
-    case 'add':
-      return editAt(tree, path, (node) =>
-        node.kind === 'object'
-          ? { kind: 'object', entries: [...node.entries, entry(mutation.key, mutation.value, mutation.escaped)] }
-          : node,
-      );
-    case 'escape':
-      return editEntry(tree, path, (entries, index) => {
-        entries[index] = { ...entries[index]!, escaped: !entries[index]!.escaped };
-      });
-    case 'duplicate':
-      // The key again, later in the same object: JSON.parse keeps the last.
-      return editAt(tree, path, (node) => {
-        if (node.kind !== 'object' || node.entries.length === 0) return node;
-        const copy = node.entries[mutation.at % node.entries.length]!;
-        return { kind: 'object', entries: [...node.entries, { ...copy, value: mutation.value ?? copy.value }] };
-      });
-  }
-}
-
-/** Byte sequences no UTF-8 decoder may accept: stray continuations, overlongs, surrogates, truncations. */
-const INVALID_UTF8 = [
-  [0xff],
-  [0xfe],
-  [0x80],
-  [0xc0, 0xaf],
-  [0xe0, 0x80, 0xaf],
-  [0xed, 0xa0, 0x80],
-  [0xf4, 0x90, 0x80, 0x80],
-  [0xe2, 0x82],
-  [0xf0, 0x9f, 0x98],
-  [0xc3],
-];
 type Damage =
   | { readonly kind: 'insert'; readonly at: readonly (readonly [number, readonly number[]])[] }
   | { readonly kind: 'truncate'; readonly at: number }
@@ -1153,7 +1032,17 @@ const sentArb: fc.Arbitrary<Sent> = fc.oneof(
     weight: 6,
     arbitrary: fc
       .tuple(messageTree, fc.array(mutationArb, { minLength: 1, maxLength: 3 }), spaceArb)
-      .map(([tree, mutations, space]) => sent('mutated', Buffer.from(jsonText(mutations.reduce(mutate, tree), space)))),
+      .map(([tree, mutations, space]) =>
+        sent(
+          'mutated',
+          Buffer.from(
+            jsonText(
+              mutations.reduce((doc, mutation) => mutate(doc, mutation, 'even'), tree),
+              space,
+            ),
+          ),
+        ),
+      ),
   },
   {
     weight: 2,
@@ -1236,14 +1125,12 @@ describeUnless(redisMissing)(
   'the Redis wire, two nodes (A: ioredis, hubs on Express 5 and 4; B: node-redis, Express 5)',
   () => {
     beforeAll(async () => {
-      process.on('unhandledRejection', onUnhandled);
-      process.on('uncaughtExceptionMonitor', onUncaught);
+      unhandled.start();
       await startNodes();
     }, 30_000);
     afterAll(async () => {
       await stopNodes();
-      process.off('unhandledRejection', onUnhandled);
-      process.off('uncaughtExceptionMonitor', onUncaught);
+      unhandled.stop();
       if (process.env.WIREFUZZ_FIGURES) {
         console.log(
           [...figures.entries()]

@@ -7,35 +7,16 @@
  * docs/reliability.md.
  */
 import { expect, test } from '@jest/globals';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+import { runSoak } from '../helpers/soak.ts';
 
 test('npm run soak -- --stuck --quick: every stopped reader is closed as stalled, memory stays bounded, no healthy event is lost', async () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'soak-stuck-'));
   const report = path.join(dir, 'report.json');
   try {
-    const child = spawn(
-      process.execPath,
-      [
-        '--conditions=mcp-subscriptions-source',
-        '--import',
-        'tsx',
-        'tools/soak/run.ts',
-        '--stuck',
-        '--quick',
-        `--json=${report}`,
-      ],
-      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let output = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    const { code, output } = await runSoak(['--stuck', '--quick', `--json=${report}`]);
     // The whole report on failure: which check, and what it saw.
     expect({ code, output }).toMatchObject({ code: 0 });
     expect(output).toContain('soak --stuck: all checks passed');

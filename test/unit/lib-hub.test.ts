@@ -5,34 +5,25 @@
  */
 import { describe, expect, test } from '@jest/globals';
 import { createMcpHandler, McpServer, type ServerEventBus } from '@modelcontextprotocol/server';
-import {
-  ErrorCode,
-  MemoryBus,
-  SubscriptionHub,
-  type PublishReport,
-  type SubscriptionEvent,
-  type TaskState,
-} from 'mcp-subscriptions';
+import { ErrorCode, MemoryBus, SubscriptionHub, type SubscriptionEvent, type TaskState } from 'mcp-subscriptions';
 import { createListenHandler, refusalHeaders, refusalStatus, type ProtocolError } from '../../lib/internal.ts';
 import { StreamQueue } from '../../lib/stream-queue.ts';
 import {
   FakeResponse,
   openStream,
   recordingLogger,
+  report,
   RESULT_MARKER,
   settle,
   subscriptionIdOf,
 } from '../helpers/fake-response.ts';
-import { expectOptionsError } from '../helpers/options.ts';
+import { thrown } from '../helpers/assert.ts';
+import { optionsErrorOf } from '../helpers/options.ts';
 import { listenBody, listenHeaders } from '../helpers/sse.ts';
 
 function newHub(options: ConstructorParameters<typeof SubscriptionHub>[0] = {}) {
   const logger = recordingLogger();
   return { hub: new SubscriptionHub({ logger, ...options }), logger };
-}
-
-function report(partial: Partial<PublishReport>): PublishReport {
-  return { matched: 0, written: 0, queued: 0, coalesced: 0, dropped: 0, closed: 0, ...partial };
 }
 
 function task(taskId: string, status: TaskState['status'], extra: Record<string, unknown> = {}): TaskState {
@@ -53,15 +44,6 @@ function delivered(res: FakeResponse): string[] {
     if (m.params?.taskId !== undefined) return `${m.method} ${m.params.taskId} ${m.params.status}`;
     return m.method;
   });
-}
-
-function thrown(fn: () => unknown): unknown {
-  try {
-    fn();
-  } catch (error) {
-    return error;
-  }
-  throw new Error('expected a throw');
 }
 
 describe('fan-out', () => {
@@ -756,11 +738,7 @@ describe('complete and close', () => {
 });
 
 describe('hub options', () => {
-  function optionError(options: unknown): Error {
-    const error = thrown(() => new SubscriptionHub(options as never));
-    expectOptionsError(error);
-    return error as Error;
-  }
+  const optionError = (options: unknown): Error => optionsErrorOf(() => new SubscriptionHub(options as never));
 
   test('a bad bound throws at construction in the p-queue manner, naming the field', () => {
     expect(optionError({ maxBuffer: -5 }).message).toBe(

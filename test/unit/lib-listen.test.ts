@@ -16,18 +16,13 @@ import {
   type SubscriptionCapabilities,
 } from 'mcp-subscriptions';
 import { createListenHandler, resolveListenOptions } from '../../lib/internal.ts';
+import { EVERY_CAPABILITY } from '../helpers/capabilities.ts';
 import { FakeResponse, recordingLogger, settle, settleUntil } from '../helpers/fake-response.ts';
-import { expectOptionsError } from '../helpers/options.ts';
+import { expectOptionsError, optionsErrorOf } from '../helpers/options.ts';
 import { listenBody, listenHeaders } from '../helpers/sse.ts';
 
 const TASKS = 'io.modelcontextprotocol/tasks';
-const ALL: SubscriptionCapabilities = {
-  toolsListChanged: true,
-  promptsListChanged: true,
-  resourcesListChanged: true,
-  resourceSubscriptions: true,
-  tasks: true,
-};
+const ALL: SubscriptionCapabilities = EVERY_CAPABILITY;
 
 interface Setup {
   hub: SubscriptionHub;
@@ -827,15 +822,7 @@ describe('the capability declaration', () => {
 });
 
 describe('listen options', () => {
-  function optionError(options: unknown): Error {
-    try {
-      createListenHandler(options as never);
-    } catch (error) {
-      expectOptionsError(error);
-      return error as Error;
-    }
-    throw new Error('expected an OptionsError');
-  }
+  const optionError = (options: unknown): Error => optionsErrorOf(() => createListenHandler(options as never));
 
   test('each mistake throws at construction, naming the field', async () => {
     const hub = new SubscriptionHub({ logger: recordingLogger() });

@@ -16,22 +16,13 @@ import {
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
 import { createListenHandler, nearestKey } from '../../lib/internal.ts';
 import { FakeResponse, openStream, recordingLogger } from '../helpers/fake-response.ts';
-import { expectOptionsError, OPTION_ERROR_CODES } from '../helpers/options.ts';
+import { thrown } from '../helpers/assert.ts';
+import { OPTION_ERROR_CODES, optionsErrorOf } from '../helpers/options.ts';
 
 /** The error `fn` throws; fails when it throws none. */
-function thrown(fn: () => unknown): Error & { code?: string } {
-  try {
-    fn();
-  } catch (error) {
-    return error as Error & { code?: string };
-  }
-  throw new Error('expected a throw');
-}
-
 /** Asserts an OptionsError with exactly `code`, and returns its message. */
 function optionMessage(fn: () => unknown, code: string): string {
-  const error = thrown(fn);
-  expectOptionsError(error);
+  const error = optionsErrorOf(fn);
   expect(error.code).toBe(code);
   return error.message;
 }
@@ -142,8 +133,7 @@ describe('one code per check', () => {
       [{ ...base, keepAliveMs: null }, ErrorCode.NotPositiveInteger],
     ];
     for (const [options, code] of cases) {
-      const error = thrown(() => mcpSubscriptions(options as never));
-      expectOptionsError(error);
+      const error = optionsErrorOf(() => mcpSubscriptions(options as never));
       expect([Object.keys(options), error.code]).toStrictEqual([Object.keys(options), code]);
     }
   });

@@ -10,6 +10,7 @@ import {
   FakeResponse,
   openStream,
   recordingLogger,
+  report,
   RESULT_MARKER,
   settle,
 } from '../helpers/fake-response.ts';
@@ -79,11 +80,6 @@ function toolsFrame(id: string | number = 'sub-1'): string {
     'event: message\n' +
     `data: {"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":${JSON.stringify(id)}}}}\n\n`
   );
-}
-
-/** What a publish reported, with zeros for what it did not say. */
-function report(partial: Partial<ReturnType<SubscriptionHub['publish']>>) {
-  return { matched: 0, written: 0, queued: 0, coalesced: 0, dropped: 0, closed: 0, ...partial };
 }
 
 /** Enough URIs of about 1 KiB each that one burst of their updates passes PENDING_FLUSH_CHARS twice over. */

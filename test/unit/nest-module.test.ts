@@ -22,7 +22,7 @@ import {
   type McpSubscriptionsOptions,
   type McpSubscriptionsOptionsFactory,
 } from 'mcp-subscriptions/nest';
-import { expectOptionsError } from '../helpers/options.ts';
+import { expectOptionsError, optionsErrorOf } from '../helpers/options.ts';
 
 // List changes only: the wiring does not depend on resource subscriptions, which need a read check
 // (a guard or `canRead`: see 'fails closed' below).
@@ -96,15 +96,9 @@ async function rejectsWithOption(
 
 /** Asserts that `define` throws the OptionsError at once (synchronously, when the module is defined). */
 function throwsWithOption(define: () => unknown, message: RegExp, code: ErrorCodeValue): void {
-  let error: unknown;
-  try {
-    define();
-  } catch (thrown) {
-    error = thrown;
-  }
-  expectOptionsError(error);
-  expect((error as Error).message).toMatch(message);
-  expect((error as { code: unknown }).code).toBe(code);
+  const error = optionsErrorOf(define);
+  expect(error.message).toMatch(message);
+  expect(error.code).toBe(code);
 }
 
 describe('NestJS module wiring', () => {
