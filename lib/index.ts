@@ -39,6 +39,7 @@ export type {
   CheckErrorMessage,
   CloseReason,
   FilterSummary,
+  Hub,
   HubStats,
   ListChangedKind,
   ListenHandlerOptions,

@@ -5,9 +5,10 @@
  * lib/index.ts only (ESLint enforces it).
  */
 export * from './index.ts';
-export { checkListenOptions, createListenHandler, isHub, LISTEN_OPTION_KEYS, resolveListenOptions } from './listen.ts';
+export { checkListenOptions, createListenHandler, LISTEN_OPTION_KEYS, resolveListenOptions } from './listen.ts';
 export type { CheckedListenOptions, ListenOptionsScope } from './listen.ts';
-export { HUB_OPTION_KEYS, resolveHubOptions } from './subscription-hub.ts';
+export { HUB_OPTION_KEYS, hubEngine, isHub, resolveHubOptions } from './subscription-hub.ts';
+export type { HubEngine, OpenInit, Reservation } from './subscription-hub.ts';
 export {
   bodyTooLarge,
   bodyWasParsed,
@@ -25,7 +26,7 @@ export {
   serveNodeRequest,
   writeProtocolError,
 } from './http.ts';
-export type { NodeRequest, NodeServeOptions } from './http.ts';
+export type { ListenHandler, ListenInput, NodeRequest, NodeServeOptions } from './http.ts';
 export { describeValue, ProtocolError, RpcErrorCode, SUBSCRIPTION_LIMIT_MESSAGE } from './errors.ts';
 export type { RefusalReason } from './errors.ts';
 export {
@@ -62,9 +63,8 @@ export {
   parseListenRequest,
   validateEvent,
 } from './protocol.ts';
-export type { ListenRequest, ParseOptions } from './protocol.ts';
+export type { HeaderBag, ListenRequest, ParseOptions } from './protocol.ts';
 export { ListenStream } from './listen-stream.ts';
-export type { DeliverOutcome } from './listen-stream.ts';
+export type { DeliverOutcome, StreamResponse } from './listen-stream.ts';
 export { OVERFLOW_POLICIES } from './stream-queue.ts';
 export { KEEPALIVE_FRAME, SSE_HEADERS } from './sse.ts';
-export type { HeaderBag, ListenHandler, ListenInput, OpenInit, Reservation, StreamResponse } from './types.ts';

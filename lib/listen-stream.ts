@@ -6,7 +6,31 @@ import { OutgoingMessage, ServerResponse } from 'node:http';
 import { Socket } from 'node:net';
 import { KEEPALIVE_FRAME, SSE_HEADERS, type SplitFrame } from './sse.ts';
 import { StreamQueue, type QueueOutcome } from './stream-queue.ts';
-import type { CloseReason, NotificationFilter, OverflowPolicy, RequestId, StreamResponse } from './types.ts';
+import type { CloseReason, NotificationFilter, OverflowPolicy, RequestId } from './types.ts';
+
+/**
+ * The part of Node's `ServerResponse` a stream uses. Adapters hand the raw response of their
+ * framework (Express's `res`, Fastify's `reply.raw`, Nest's underlying response).
+ */
+export interface StreamResponse {
+  writeHead(statusCode: number, headers: Record<string, string>): unknown;
+  write(chunk: string): boolean;
+  end(chunk?: string): unknown;
+  on(event: 'drain' | 'close', listener: () => void): unknown;
+  once(event: 'drain' | 'close', listener: () => void): unknown;
+  removeListener(event: 'drain' | 'close', listener: () => void): unknown;
+  destroy(): unknown;
+  readonly destroyed: boolean;
+  readonly writableEnded: boolean;
+  readonly headersSent: boolean;
+  /**
+   * Bytes written but not yet handed to the operating system. After the terminal result, a response
+   * that still holds some is watched until it closes, within `completeTimeoutMs`, then destroyed.
+   * A response without it is taken to have sent everything.
+   */
+  readonly writableLength?: number;
+  readonly socket?: { setNoDelay?(noDelay?: boolean): unknown } | null;
+}
 
 /** Counters a stream adds to; owned by its hub. */
 export interface StreamCounters {

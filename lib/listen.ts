@@ -15,7 +15,8 @@ import {
   ProtocolError,
 } from './errors.ts';
 import { SUPPORTED_PROTOCOL_VERSIONS } from './events.ts';
-import { negotiate, writeProtocolError } from './http.ts';
+import { negotiate, writeProtocolError, type ListenHandler, type ListenInput } from './http.ts';
+import type { StreamResponse } from './listen-stream.ts';
 import { isAnonymous } from './principal.ts';
 import {
   ackFrame,
@@ -26,16 +27,13 @@ import {
   resultFrame,
   type ListenRequest,
 } from './protocol.ts';
-import { HUB_OPTION_KEYS, type SubscriptionHub } from './subscription-hub.ts';
+import { HUB_OPTION_KEYS, hubEngine, isHub } from './subscription-hub.ts';
 import type {
   CheckErrorMessage,
-  ListenHandler,
   ListenHandlerOptions,
-  ListenInput,
   NotificationFilter,
   RequestId,
   ResolvedListenOptions,
-  StreamResponse,
 } from './types.ts';
 import {
   durationOrFalse,
@@ -110,9 +108,11 @@ export function checkListenOptions<Req>(
   const later = scope.suppliedLater ?? [];
   const hub = options.hub;
   if (!(hub === undefined && later.includes('hub')) && !isHub(hub)) {
+    // A hub is known by its brand: an object with a hub's methods (a wrapper, a mock) is not one.
     throw new OptionsError(
       hub === undefined ? ErrorCode.MissingOption : ErrorCode.InvalidHub,
-      `Expected \`hub\` to be a SubscriptionHub, got ${describeValue(hub)}`,
+      `Expected \`hub\` of ${scope.where} to be the hub your services publish to, made with \`new SubscriptionHub()\` ` +
+        `imported from 'mcp-subscriptions' (not an object shaped like one), got ${describeValue(hub)}`,
     );
   }
   if (options.capabilities === undefined) {
@@ -171,11 +171,6 @@ export function checkListenOptions<Req>(
   };
 }
 
-/** A hub by shape, as the engine uses it: a hub from another copy of the package is still a hub. */
-export function isHub(value: unknown): value is SubscriptionHub {
-  return typeof value === 'object' && value !== null && typeof (value as SubscriptionHub).reserve === 'function';
-}
-
 /**
  * Applies defaults to listen options and validates them ({@link checkListenOptions}, the hub
  * included); never mutates its input.
@@ -203,6 +198,7 @@ export function createListenHandler<Req = unknown>(
 ): ListenHandler<Req> {
   const resolved = resolveListenOptions(options, scope);
   const { hub, capabilities, logger } = resolved;
+  const engine = hubEngine(hub);
   const parseOptions = {
     protocolVersions: resolved.protocolVersions,
     maxFilterEntries: resolved.maxFilterEntries,
@@ -295,7 +291,7 @@ export function createListenHandler<Req = unknown>(
     const { principal } = input;
     let reservation;
     try {
-      reservation = hub.reserve(principal, request.id);
+      reservation = engine.reserve(principal, request.id);
     } catch (error) {
       if (hasErrorCode(error, ErrorCode.Protocol)) writeProtocolError(res, error as ProtocolError);
       else fail(res, error, request.id);
@@ -377,7 +373,7 @@ export function createListenHandler<Req = unknown>(
     // An anonymous identity is used by one request only: nothing else may cancel its stream.
     if (isAnonymous(principal)) return false;
     const requestId = cancelledRequestId(body);
-    return requestId !== undefined && hub.cancel(principal, requestId) > 0;
+    return requestId !== undefined && engine.cancel(principal, requestId) > 0;
   }
 
   return Object.freeze({ options: resolved, handle, cancel });

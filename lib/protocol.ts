@@ -13,7 +13,10 @@ import {
 } from './events.ts';
 import { describeValue, EventError, ProtocolError } from './errors.ts';
 import { sseFrame, splitFrame, type SplitFrame } from './sse.ts';
-import type { HeaderBag, NotificationFilter, RequestId, SubscriptionEvent } from './types.ts';
+import type { NotificationFilter, RequestId, SubscriptionEvent } from './types.ts';
+
+/** Request headers as Node gives them: lower-case names. */
+export type HeaderBag = Readonly<Record<string, string | readonly string[] | undefined>>;
 
 /** The listen method's name. */
 export const LISTEN_METHOD = 'subscriptions/listen';

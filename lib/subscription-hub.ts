@@ -19,7 +19,14 @@ import {
   ProtocolError,
   SUBSCRIPTION_LIMIT_MESSAGE,
 } from './errors.ts';
-import { KeepAliveClocks, ListenStream, TickFlush, type StreamCounters, type StreamShared } from './listen-stream.ts';
+import {
+  KeepAliveClocks,
+  ListenStream,
+  TickFlush,
+  type StreamCounters,
+  type StreamResponse,
+  type StreamShared,
+} from './listen-stream.ts';
 import { ANONYMOUS_GROUP, quotaKey } from './principal.ts';
 import { eventFrame, validateEvent } from './protocol.ts';
 import type { SplitFrame } from './sse.ts';
@@ -28,20 +35,18 @@ import type {
   BusMember,
   CloseReason,
   FilterSummary,
+  Hub,
   HubStats,
   ListChangedKind,
   McpChangeEvent,
   NotificationFilter,
-  OpenInit,
   OverflowMessage,
   PublishMessage,
   PublishReport,
   RequestId,
-  Reservation,
   ResolvedHubOptions,
   StreamCloseMessage,
   StreamOpenMessage,
-  StreamResponse,
   SubscriptionBus,
   SubscriptionEvent,
   SubscriptionHubOptions,
@@ -103,6 +108,62 @@ export function resolveHubOptions(options: SubscriptionHubOptions = {}): Resolve
     retryAfterSeconds: positiveInteger('retryAfterSeconds', given(options.retryAfterSeconds, 1)),
     stallTimeoutMs: durationOrFalse('stallTimeoutMs', given(options.stallTimeoutMs, 60_000)),
   });
+}
+
+/** What `Reservation.open()` needs besides the response. */
+export interface OpenInit {
+  readonly id: RequestId;
+  readonly filter: NotificationFilter;
+  readonly keepAliveMs: number | false;
+  readonly ackFrame: string;
+  /**
+   * Builds the terminal result frame from the id as JSON, when the stream ends gracefully: one function
+   * per engine, so that an open stream keeps no copy of a frame it writes at most once.
+   */
+  readonly resultFrame: (idJson: string) => string;
+}
+
+/** A capacity slot held while a listen request is authorized (see {@link HubEngine.reserve}). */
+export interface Reservation {
+  /** Opens the stream on `res` (headers, then the ack) and registers it; or completes it at once when its filter is empty. */
+  open(res: StreamResponse, init: OpenInit): ListenStream;
+  /** Gives the slot back without opening (the client left, or authorization failed). Idempotent. */
+  release(): void;
+}
+
+/** What the listen engine does with a hub beyond its public face ({@link Hub}). */
+export interface HubEngine {
+  /**
+   * Holds a slot for a listen request before its URIs are authorized, so concurrent requests cannot
+   * exceed the bounds. Throws the spec's -32603 "Subscription limit reached" (HTTP 503) when full.
+   */
+  reserve(principal: string, id?: RequestId | null): Reservation;
+  /**
+   * A `notifications/cancelled` for `principal`'s listen `id`: closes, without writing anything
+   * more, this node's open streams of that principal with that id, and returns how many. When this
+   * node holds none, the cancellation goes to the bus, so that the node holding the stream closes it
+   * (for the same principal only).
+   */
+  cancel(principal: string, id: RequestId): number;
+}
+
+/**
+ * The brand of a hub, under which it keeps its {@link HubEngine}. A registered symbol, so that a hub
+ * made by one copy of the package is still a hub to the engine of another (the style's "checks go by
+ * code, not instanceof"); the engine face is not on the public type, so host code never sees it.
+ */
+const HUB_ENGINE = Symbol.for('mcp-subscriptions.hub-engine');
+
+/** Whether `value` is a `SubscriptionHub` (of this copy of the package or another): by its brand. */
+export function isHub(value: unknown): value is SubscriptionHub {
+  return (
+    typeof value === 'object' && value !== null && typeof (value as { [HUB_ENGINE]?: unknown })[HUB_ENGINE] === 'object'
+  );
+}
+
+/** The engine face of a hub that {@link isHub} admitted. */
+export function hubEngine(hub: Hub): HubEngine {
+  return (hub as Hub & { readonly [HUB_ENGINE]: HubEngine })[HUB_ENGINE];
 }
 
 function requestKey(principal: string, id: RequestId): string {
@@ -185,7 +246,8 @@ function filterSummary(filter: NotificationFilter): FilterSummary {
 }
 
 /**
- * Fans change events out to every open listen stream that asked for them.
+ * Fans change events out to every open listen stream that asked for them. Its methods are documented
+ * on {@link Hub}, the public face it implements.
  *
  * @example
  * ```ts
@@ -195,8 +257,7 @@ function filterSummary(filter: NotificationFilter): FilterSummary {
  * await hub.close(); // on shutdown: every stream ends with its terminal result
  * ```
  */
-export class SubscriptionHub {
-  /** The resolved options. */
+export class SubscriptionHub implements Hub {
   readonly options: ResolvedHubOptions;
 
   private readonly streams = new Set<ListenStream>();
@@ -247,6 +308,12 @@ export class SubscriptionHub {
       flush: new TickFlush(),
       keepAlive: new KeepAliveClocks(),
     };
+    // The engine face: a property of its own, not a member of the class, so that it is on no public type.
+    const engine: HubEngine = Object.freeze({
+      reserve: (principal: string, id: RequestId | null = null) => this.#reserve(principal, id),
+      cancel: (principal: string, id: RequestId) => this.#cancel(principal, id),
+    });
+    Object.defineProperty(this, HUB_ENGINE, { value: engine });
     this.member = this.options.bus.join({
       event: (event) => {
         try {
@@ -265,36 +332,26 @@ export class SubscriptionHub {
     });
   }
 
-  /** Tells every stream listening for tool list changes. */
   toolsListChanged(): PublishReport {
     return this.publish({ kind: 'tools_list_changed' });
   }
 
-  /** Tells every stream listening for prompt list changes. */
   promptsListChanged(): PublishReport {
     return this.publish({ kind: 'prompts_list_changed' });
   }
 
-  /** Tells every stream listening for resource list changes. */
   resourcesListChanged(): PublishReport {
     return this.publish({ kind: 'resources_list_changed' });
   }
 
-  /** Tells every stream subscribed to `uri` (an absolute URI) that the resource changed. */
   resourceUpdated(uri: string): PublishReport {
     return this.publish({ kind: 'resource_updated', uri });
   }
 
-  /** Sends a task's full state to its owner's streams that listen for its id (Tasks extension). */
   taskStatus(task: TaskState, owner: string): PublishReport {
     return this.publish({ kind: 'task_status', task, owner });
   }
 
-  /**
-   * Publishes an event: delivers it to this node's streams, then hands it to the bus for the other
-   * nodes. Accepts the official SDK's `ServerEvent` shape, so the hub can be the SDK's `bus`.
-   * Throws an `EventError` for an invalid event; returns what happened on this node.
-   */
   publish(event: SubscriptionEvent): PublishReport {
     const valid = validateEvent(event);
     // Host code may still publish while the app shuts down: a closed hub delivers nothing, quietly.
@@ -311,19 +368,12 @@ export class SubscriptionHub {
     return report;
   }
 
-  /**
-   * The SDK's `ServerEventBus.subscribe`: registers a listener for the four MCP change events this hub
-   * delivers (published here or arriving over the bus), so the hub can be passed as the SDK's `bus`.
-   * Task events are left out: an SDK listener does not know them (see {@link subscribeAll}). Returns an
-   * idempotent unsubscribe.
-   */
   subscribe(listener: (event: McpChangeEvent) => void): () => void {
     return this.subscribeAll((event) => {
       if (event.kind !== 'task_status') listener(event);
     });
   }
 
-  /** Registers a listener for every event this hub delivers, task events included. Returns an idempotent unsubscribe. */
   subscribeAll(listener: (event: SubscriptionEvent) => void): () => void {
     const own = (event: SubscriptionEvent): void => listener(event);
     this.listeners.add(own);
@@ -332,11 +382,8 @@ export class SubscriptionHub {
     };
   }
 
-  /**
-   * Holds a slot for a listen request before its URIs are authorized, so concurrent requests cannot
-   * exceed the bounds. Throws the spec's -32603 "Subscription limit reached" (HTTP 503) when full.
-   */
-  reserve(principal: string, id: RequestId | null = null): Reservation {
+  /** {@link HubEngine.reserve}. */
+  #reserve(principal: string, id: RequestId | null): Reservation {
     const { maxSubscriptions, maxSubscriptionsPerPrincipal, retryAfterSeconds } = this.options;
     // Anonymous callers are counted as one principal: each has an identity of its own (lib/principal.ts).
     const quota = quotaKey(principal);
@@ -386,13 +433,8 @@ export class SubscriptionHub {
     };
   }
 
-  /**
-   * A `notifications/cancelled` for `principal`'s listen `id`: closes, without writing anything
-   * more, this node's open streams of that principal with that id, and returns how many. When this
-   * node holds none, the cancellation goes to the bus, so that the node holding the stream closes it
-   * (for the same principal only).
-   */
-  cancel(principal: string, id: RequestId): number {
+  /** {@link HubEngine.cancel}. */
+  #cancel(principal: string, id: RequestId): number {
     const closed = this.cancelHere(principal, id);
     if (closed === 0 && !this.closing) {
       try {
@@ -405,7 +447,6 @@ export class SubscriptionHub {
     return closed;
   }
 
-  /** A snapshot of the hub's state and counters. */
   stats(): HubStats {
     let queued = 0;
     for (const stream of this.streams) queued += stream.queued;
@@ -438,11 +479,6 @@ export class SubscriptionHub {
     };
   }
 
-  /**
-   * Open streams per principal, by name: for operators only. Principal names are personal data, so
-   * {@link stats} (which hosts expose) carries counts only; do not serve this to clients. Anonymous
-   * streams are not listed (they are `openStreams` minus the sum).
-   */
   openByPrincipal(): Record<string, number> {
     const counts = this.countByPrincipal();
     counts.delete(ANONYMOUS_GROUP);
@@ -459,19 +495,11 @@ export class SubscriptionHub {
     return counts;
   }
 
-  /**
-   * Ends every open stream gracefully: writes what each has queued, then the terminal result, then
-   * ends the response. New streams may still open afterwards (see {@link close}).
-   */
   async complete(): Promise<void> {
     const timeout = this.options.completeTimeoutMs;
     await Promise.all([...this.streams].map((stream) => stream.end('complete', true, timeout)));
   }
 
-  /**
-   * Refuses new streams (HTTP 503) and ignores further events, completes every open stream, and
-   * leaves the bus. Idempotent.
-   */
   async close(): Promise<void> {
     if (this.closing) return;
     this.closing = true;

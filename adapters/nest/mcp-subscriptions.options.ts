@@ -27,6 +27,7 @@ import {
   checkListenOptions,
   defineCapabilities,
   isHub,
+  type Hub,
   type ListenHandlerOptions,
   type ListenOptionsScope,
   type ResourceCheck,
@@ -401,10 +402,13 @@ export function resolveModuleOptions(options: unknown, source: OptionsSource): R
 function resolveHub(hub: unknown, where: string): SubscriptionHub | SubscriptionHubOptions {
   if (hub === undefined) return Object.freeze({});
   if (isHub(hub)) return hub;
-  if (typeof hub !== 'object' || hub === null || Array.isArray(hub)) {
+  // A hub is known by its brand; an object with a hub's methods is no hub, nor a hub's options.
+  if (typeof hub !== 'object' || hub === null || Array.isArray(hub) || typeof (hub as Hub).publish === 'function') {
     throw new OptionsError(
       ErrorCode.InvalidHub,
-      `Expected \`hub\` to be a SubscriptionHub or its options, got ${describeValue(hub)}`,
+      `Expected \`hub\` of ${where} to be the options of the hub the module builds (e.g. \`{ maxSubscriptions: 500 }\`; ` +
+        "leave `hub` out for the defaults), or a hub you made with `new SubscriptionHub()` imported from 'mcp-subscriptions', " +
+        `got ${describeValue(hub)}`,
     );
   }
   knownKeys(hub, HUB_OPTION_KEYS, `\`hub\` of ${where}`);

@@ -4,7 +4,13 @@
  * reads back exactly the bytes the engine wrote.
  */
 import { EventEmitter } from 'node:events';
-import type { Logger, OpenInit, StreamResponse, SubscriptionHub } from '../../lib/internal.ts';
+import {
+  hubEngine,
+  type Logger,
+  type OpenInit,
+  type StreamResponse,
+  type SubscriptionHub,
+} from '../../lib/internal.ts';
 import { SseParser, type SseEvent } from './sse.ts';
 
 export class FakeResponse extends EventEmitter implements StreamResponse {
@@ -127,13 +133,15 @@ export function openStream(
   init: Partial<Omit<OpenInit, 'ackFrame' | 'resultFrame'>> & { principal?: string } = {},
 ) {
   const id = init.id ?? 'sub-1';
-  return hub.reserve(init.principal ?? 'alice', id).open(res, {
-    id,
-    filter: init.filter ?? { toolsListChanged: true },
-    keepAliveMs: init.keepAliveMs ?? false,
-    ackFrame: ACK_MARKER,
-    resultFrame: () => RESULT_MARKER,
-  });
+  return hubEngine(hub)
+    .reserve(init.principal ?? 'alice', id)
+    .open(res, {
+      id,
+      filter: init.filter ?? { toolsListChanged: true },
+      keepAliveMs: init.keepAliveMs ?? false,
+      ackFrame: ACK_MARKER,
+      resultFrame: () => RESULT_MARKER,
+    });
 }
 
 /** A logger that records every call, so tests can assert what was (and was not) reported. */

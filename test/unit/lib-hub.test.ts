@@ -13,7 +13,7 @@ import {
   type SubscriptionEvent,
   type TaskState,
 } from 'mcp-subscriptions';
-import { refusalHeaders, refusalStatus, type ProtocolError } from '../../lib/internal.ts';
+import { hubEngine, refusalHeaders, refusalStatus, type ProtocolError } from '../../lib/internal.ts';
 import { StreamQueue } from '../../lib/stream-queue.ts';
 import {
   FakeResponse,
@@ -524,7 +524,7 @@ describe('limits and reservations', () => {
     const a = new FakeResponse();
     openStream(hub, a, { principal: 'p1', id: 'a' });
     openStream(hub, new FakeResponse(), { principal: 'p2', id: 'b' });
-    const error = capacityError(() => hub.reserve('p3', 'c'));
+    const error = capacityError(() => hubEngine(hub).reserve('p3', 'c'));
     expect(error.rpcCode).toBe(-32603);
     expect(error.message).toBe('Subscription limit reached');
     expect(refusalStatus(error)).toBe(503);
@@ -540,14 +540,14 @@ describe('limits and reservations', () => {
   test('maxSubscriptionsPerPrincipal bounds one principal only', async () => {
     const { hub } = newHub({ maxSubscriptionsPerPrincipal: 1 });
     openStream(hub, new FakeResponse(), { principal: 'alice', id: 1 });
-    const error = capacityError(() => hub.reserve('alice', 2));
+    const error = capacityError(() => hubEngine(hub).reserve('alice', 2));
     expect(error.rpcCode).toBe(-32603);
     expect(refusalStatus(error)).toBe(503);
     expect(refusalHeaders(error)['Retry-After']).toBe('1');
     openStream(hub, new FakeResponse(), { principal: 'bob', id: 1 });
     expect(hub.openByPrincipal()).toStrictEqual({ alice: 1, bob: 1 });
     // hub.cancel frees alice's slot synchronously.
-    expect(hub.cancel('alice', 1)).toBe(1);
+    expect(hubEngine(hub).cancel('alice', 1)).toBe(1);
     openStream(hub, new FakeResponse(), { principal: 'alice', id: 2 });
     await hub.close();
   });
@@ -556,7 +556,7 @@ describe('limits and reservations', () => {
     const { hub } = newHub();
     expect(hub.options.maxSubscriptionsPerPrincipal).toBe(32);
     for (let id = 1; id <= 32; id++) openStream(hub, new FakeResponse(), { principal: 'alice', id });
-    const error = capacityError(() => hub.reserve('alice', 33));
+    const error = capacityError(() => hubEngine(hub).reserve('alice', 33));
     expect(error.message).toBe('Subscription limit reached');
     expect(refusalStatus(error)).toBe(503);
     expect(refusalHeaders(error)['Retry-After']).toBe('1');
@@ -568,20 +568,20 @@ describe('limits and reservations', () => {
   test('maxSubscriptionsPerPrincipal: false lets one principal take every slot of maxSubscriptions', async () => {
     const { hub } = newHub({ maxSubscriptionsPerPrincipal: false, maxSubscriptions: 40 });
     for (let id = 1; id <= 40; id++) openStream(hub, new FakeResponse(), { principal: 'alice', id });
-    expect(capacityError(() => hub.reserve('bob', 1)).message).toBe('Subscription limit reached');
+    expect(capacityError(() => hubEngine(hub).reserve('bob', 1)).message).toBe('Subscription limit reached');
     expect(hub.stats().openStreams).toBe(40);
     await hub.close();
   });
 
   test('a reservation holds a slot until it opens or is released; release is idempotent', async () => {
     const { hub } = newHub({ maxSubscriptions: 1, maxSubscriptionsPerPrincipal: 1 });
-    const reservation = hub.reserve('alice', 1);
+    const reservation = hubEngine(hub).reserve('alice', 1);
     expect(hub.stats().pendingStreams).toBe(1);
-    expect(capacityError(() => hub.reserve('bob', 2)).rpcCode).toBe(-32603);
+    expect(capacityError(() => hubEngine(hub).reserve('bob', 2)).rpcCode).toBe(-32603);
     reservation.release();
     reservation.release();
     expect(hub.stats().pendingStreams).toBe(0);
-    const again = hub.reserve('alice', 3);
+    const again = hubEngine(hub).reserve('alice', 3);
     const stream = again.open(new FakeResponse(), {
       id: 3,
       filter: { toolsListChanged: true },
@@ -596,7 +596,7 @@ describe('limits and reservations', () => {
     ).toThrow();
     // Releasing after opening must not give back the open stream's slot.
     again.release();
-    expect(capacityError(() => hub.reserve('carol', 4)).rpcCode).toBe(-32603);
+    expect(capacityError(() => hubEngine(hub).reserve('carol', 4)).rpcCode).toBe(-32603);
     await hub.close();
   });
 
@@ -623,20 +623,20 @@ describe('limits and reservations', () => {
     openStream(hub, mine, { principal: 'alice', id: '1' });
     openStream(hub, sameIdOtherPrincipal, { principal: 'bob', id: '1' });
     openStream(hub, numericId, { principal: 'alice', id: 1 });
-    expect(hub.cancel('alice', 'nope')).toBe(0);
-    expect(hub.cancel('carol', '1')).toBe(0);
+    expect(hubEngine(hub).cancel('alice', 'nope')).toBe(0);
+    expect(hubEngine(hub).cancel('carol', '1')).toBe(0);
     const before = mine.text;
-    expect(hub.cancel('alice', '1')).toBe(1);
+    expect(hubEngine(hub).cancel('alice', '1')).toBe(1);
     expect(mine.destroyed).toBe(true);
     expect(mine.text).toBe(before);
     expect(sameIdOtherPrincipal.destroyed).toBe(false);
     // the string id "1" must not match the number 1
     expect(numericId.destroyed).toBe(false);
-    expect(hub.cancel('alice', '1')).toBe(0);
+    expect(hubEngine(hub).cancel('alice', '1')).toBe(0);
     // Two streams of one principal under one id: a cancel closes both.
     const twin = [new FakeResponse(), new FakeResponse()];
     for (const res of twin) openStream(hub, res, { principal: 'carol', id: 'twin' });
-    expect(hub.cancel('carol', 'twin')).toBe(2);
+    expect(hubEngine(hub).cancel('carol', 'twin')).toBe(2);
     expect(twin.map((res) => res.destroyed)).toStrictEqual([true, true]);
     const stats = hub.stats();
     expect(stats.openStreams).toBe(2);
@@ -704,7 +704,7 @@ describe('complete and close', () => {
     expect(seen).toStrictEqual([]);
     // An invalid event is still a programmer's mistake.
     expect(() => hub.resourceUpdated('relative')).toThrow(expect.objectContaining({ code: ErrorCode.InvalidEvent }));
-    const error = thrown(() => hub.reserve('alice', 9)) as ProtocolError;
+    const error = thrown(() => hubEngine(hub).reserve('alice', 9)) as ProtocolError;
     expect(error.code).toBe(ErrorCode.Protocol);
     expect(error.rpcCode).toBe(-32603);
     expect(refusalStatus(error)).toBe(503);

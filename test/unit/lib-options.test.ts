@@ -4,7 +4,10 @@
  * entry point they belong to), and every error the library throws belongs to its hierarchy.
  */
 import { describe, expect, test } from '@jest/globals';
-import { readFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import {
   CheckTimeoutError,
   defineCapabilities,
@@ -14,9 +17,10 @@ import {
   SubscriptionHub,
 } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
-import { createListenHandler, nearestKey } from '../../lib/internal.ts';
+import { createListenHandler, hubEngine, nearestKey } from '../../lib/internal.ts';
 import { FakeResponse, openStream, recordingLogger } from '../helpers/fake-response.ts';
 import { expectOptionsError, OPTION_ERROR_CODES } from '../helpers/options.ts';
+import { listenBody, listenHeaders } from '../helpers/sse.ts';
 
 /** The error `fn` throws; fails when it throws none. */
 function thrown(fn: () => unknown): Error & { code?: string } {
@@ -160,6 +164,60 @@ describe('one code per check', () => {
   });
 });
 
+describe('a hub is known by its brand', () => {
+  test('an object with every method of a hub is not one; the message says what to pass', () => {
+    const lookalike = Object.fromEntries(
+      [
+        'toolsListChanged',
+        'publish',
+        'subscribe',
+        'subscribeAll',
+        'stats',
+        'complete',
+        'close',
+        'reserve',
+        'cancel',
+      ].map((name) => [name, () => undefined]),
+    );
+    expect(optionMessage(() => mcpSubscriptions({ ...base, hub: lookalike as never }), ErrorCode.InvalidHub)).toBe(
+      "mcp-subscriptions: Expected `hub` of mcpSubscriptions() to be the hub your services publish to, made with `new SubscriptionHub()` imported from 'mcp-subscriptions' (not an object shaped like one), got `object` (object)",
+    );
+    expect(optionMessage(() => mcpSubscriptions({ capabilities: {} } as never), ErrorCode.MissingOption)).toMatch(
+      /^mcp-subscriptions: Expected `hub` of mcpSubscriptions\(\) to be the hub your services publish to, made with `new SubscriptionHub\(\)` .* got `undefined` \(undefined\)$/,
+    );
+  });
+
+  test('a hub made by another copy of the package is a hub, and serves streams', async () => {
+    // Two copies of the package in one app (a monorepo, a library that bundles its own): the brand
+    // is a registered symbol, so both still agree; `instanceof` or a module-private symbol would not.
+    const copy = mkdtempSync(path.join(tmpdir(), 'mcp-subscriptions-copy-'));
+    try {
+      cpSync(new URL('../../lib', import.meta.url), path.join(copy, 'lib'), { recursive: true });
+      const other = (await import(pathToFileURL(path.join(copy, 'lib', 'index.ts')).href)) as {
+        SubscriptionHub: typeof SubscriptionHub;
+      };
+      expect(other.SubscriptionHub).not.toBe(SubscriptionHub);
+      const foreign = new other.SubscriptionHub({ logger });
+      const handler = createListenHandler({ hub: foreign, capabilities: { toolsListChanged: true } });
+      const res = new FakeResponse();
+      await handler.handle(
+        {
+          body: listenBody('copy', { toolsListChanged: true }),
+          headers: listenHeaders(),
+          principal: 'alice',
+          request: undefined,
+        },
+        res,
+      );
+      expect(foreign.stats().openStreams).toBe(1);
+      await foreign.close();
+      expect(res.text).toContain('"resultType":"complete"');
+    } finally {
+      rmSync(copy, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('every error is in the McpSubscriptionsError hierarchy', () => {
   test('CheckTimeoutError has its code and its class', () => {
     const error = new CheckTimeoutError(5000);
@@ -171,7 +229,7 @@ describe('every error is in the McpSubscriptionsError hierarchy', () => {
 
   test('a reservation opened twice is an internal error with its code', async () => {
     const own = new SubscriptionHub({ logger: recordingLogger() });
-    const reservation = own.reserve('alice', 'x');
+    const reservation = hubEngine(own).reserve('alice', 'x');
     const init = {
       id: 'x',
       filter: { toolsListChanged: true as const },

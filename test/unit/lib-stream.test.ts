@@ -5,6 +5,7 @@
 import { afterEach, describe, expect, jest, test } from '@jest/globals';
 import diagnostics from 'node:diagnostics_channel';
 import { DiagnosticsChannel, SubscriptionHub, type StreamCloseMessage } from 'mcp-subscriptions';
+import { hubEngine } from '../../lib/internal.ts';
 import {
   ACK_MARKER,
   FakeResponse,
@@ -380,7 +381,7 @@ describe('keepalive', () => {
     openStream(hub, cancelled, { id: 2, keepAliveMs: 10 });
     openStream(hub, completed, { id: 3, keepAliveMs: 10 });
     closedByClient.clientClose();
-    hub.cancel('alice', 2);
+    hubEngine(hub).cancel('alice', 2);
     await hub.complete();
     const lengths = [closedByClient, cancelled, completed].map((res) => res.text.length);
     jest.advanceTimersByTime(10_000);
@@ -448,7 +449,7 @@ describe('teardown', () => {
     // Every later path finds it already gone.
     res.emit('close');
     res.emit('drain');
-    expect(hub.cancel('alice', 'sub-1')).toBe(0);
+    expect(hubEngine(hub).cancel('alice', 'sub-1')).toBe(0);
     await hub.complete();
     stats = hub.stats();
     expect(stats.closed.client).toBe(1);
@@ -466,7 +467,7 @@ describe('teardown', () => {
     const hub = newHub();
     const res = new FakeResponse();
     openStream(hub, res, { id: 'L', filter: { toolsListChanged: true } });
-    expect(hub.cancel('alice', 'L')).toBe(1);
+    expect(hubEngine(hub).cancel('alice', 'L')).toBe(1);
     expect(res.destroyed).toBe(true);
     expect(hub.toolsListChanged()).toStrictEqual({
       matched: 0,
@@ -775,7 +776,7 @@ describe('batching: one write per stream per tick', () => {
     openStream(hub, other, { id: 'o', filter: { resourceSubscriptions: uris } });
     for (const uri of uris) expect(hub.resourceUpdated(uri).written).toBe(3);
     hungUp.clientClose();
-    expect(hub.cancel('alice', 'c')).toBe(1);
+    expect(hubEngine(hub).cancel('alice', 'c')).toBe(1);
     await settle();
     // A write after the hang-up would show as a violation, one after destroy() too.
     expect(hungUp.chunks).toStrictEqual([ACK_MARKER]);

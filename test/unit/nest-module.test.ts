@@ -22,6 +22,7 @@ import {
   type McpSubscriptionsOptions,
   type McpSubscriptionsOptionsFactory,
 } from 'mcp-subscriptions/nest';
+import { hubEngine } from '../../lib/internal.ts';
 import { expectOptionsError } from '../helpers/options.ts';
 
 // List changes only: the wiring does not depend on resource subscriptions, which need a read check
@@ -282,7 +283,7 @@ describe('NestJS module wiring', () => {
     const moduleRef = await compile(McpSubscriptionsModule.forRoot({ capabilities: CAPABILITIES }));
     const hub = moduleRef.get(SubscriptionHub);
     await moduleRef.close();
-    expect(() => hub.reserve('alice')).toThrow(expect.objectContaining({ code: ErrorCode.Protocol }));
+    expect(() => hubEngine(hub).reserve('alice')).toThrow(expect.objectContaining({ code: ErrorCode.Protocol }));
   });
 
   it('shutdown leaves a hub the caller passed in open: it is theirs to close', async () => {
@@ -295,9 +296,9 @@ describe('NestJS module wiring', () => {
       const moduleRef = await compile(define(given));
       await moduleRef.close();
       // Still open: a stream can be reserved, and the caller closes it when done.
-      given.reserve('alice').release();
+      hubEngine(given).reserve('alice').release();
       await given.close();
-      expect(() => given.reserve('alice')).toThrow(expect.objectContaining({ code: ErrorCode.Protocol }));
+      expect(() => hubEngine(given).reserve('alice')).toThrow(expect.objectContaining({ code: ErrorCode.Protocol }));
     }
   });
 });
@@ -476,7 +477,7 @@ describe('NestJS module options are validated in the engine’s words, with a co
     [
       'a hub that is neither hub nor options',
       { ...base, hub: 'redis' as never },
-      /Expected `hub` to be a SubscriptionHub or its options/,
+      /Expected `hub` of .*McpSubscriptionsModule\.forRoot(Async)?\(\) to be the options of the hub the module builds .*or a hub you made with `new SubscriptionHub\(\)` imported from 'mcp-subscriptions'/,
       ErrorCode.InvalidHub,
     ],
     [
@@ -618,9 +619,19 @@ describe('NestJS module options are validated in the engine’s words, with a co
       ErrorCode.UnknownOption,
     ],
     [
+      'an object shaped like a hub, that is not one',
+      () =>
+        McpSubscriptionsModule.forRoot({
+          ...base,
+          hub: { publish: () => undefined, subscribe: () => undefined, close: () => undefined } as never,
+        }),
+      /Expected `hub` of McpSubscriptionsModule\.forRoot\(\) to be the options of the hub the module builds \(e\.g\. `\{ maxSubscriptions: 500 \}`; leave `hub` out for the defaults\), or a hub you made with `new SubscriptionHub\(\)` imported from 'mcp-subscriptions', got `object` \(object\)$/,
+      ErrorCode.InvalidHub,
+    ],
+    [
       'a hub that is an array',
       () => McpSubscriptionsModule.forRoot({ ...base, hub: [] as never }),
-      /Expected `hub` to be a SubscriptionHub or its options, got `array` \(object\)/,
+      /Expected `hub` of McpSubscriptionsModule\.forRoot\(\) to be the options of the hub .*, got `array` \(object\)$/,
       ErrorCode.InvalidHub,
     ],
   ];
