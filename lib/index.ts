@@ -47,8 +47,6 @@ export type {
   McpChangeEvent,
   NodeAdapterOptions,
   NotificationFilter,
-  OverflowMessage,
-  OverflowPolicy,
   PublishMessage,
   PublishReport,
   RequestId,

@@ -7,7 +7,7 @@
 export * from './index.ts';
 export { checkListenOptions, createListenHandler, LISTEN_OPTION_KEYS, resolveListenOptions } from './listen.ts';
 export type { CheckedListenOptions, ListenOptionsScope } from './listen.ts';
-export { HUB_OPTION_KEYS, hubEngine, isHub, resolveHubOptions } from './subscription-hub.ts';
+export { HUB_OPTION_KEYS, hubEngine, isHub, REMOVED_HUB_OPTIONS, resolveHubOptions } from './subscription-hub.ts';
 export type { HubEngine, OpenInit, Reservation } from './subscription-hub.ts';
 export {
   bodyTooLarge,
@@ -44,6 +44,7 @@ export {
   optionsObject,
   positiveInteger,
   positiveIntegerOrFalse,
+  removedOptions,
 } from './validate.ts';
 export { consoleLogger } from './diagnostics.ts';
 export {
@@ -66,5 +67,4 @@ export {
 export type { HeaderBag, ListenRequest, ParseOptions } from './protocol.ts';
 export { ListenStream } from './listen-stream.ts';
 export type { DeliverOutcome, StreamResponse } from './listen-stream.ts';
-export { OVERFLOW_POLICIES } from './stream-queue.ts';
 export { KEEPALIVE_FRAME, SSE_HEADERS } from './sse.ts';

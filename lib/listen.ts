@@ -27,7 +27,7 @@ import {
   resultFrame,
   type ListenRequest,
 } from './protocol.ts';
-import { HUB_OPTION_KEYS, hubEngine, isHub } from './subscription-hub.ts';
+import { HUB_OPTION_KEYS, hubEngine, isHub, REMOVED_HUB_OPTIONS } from './subscription-hub.ts';
 import type {
   CheckErrorMessage,
   ListenHandlerOptions,
@@ -44,6 +44,7 @@ import {
   optionKeys,
   optionsObject,
   positiveInteger,
+  removedOptions,
 } from './validate.ts';
 
 /** Every key of {@link ListenHandlerOptions}, checked against the interface by the compiler. */
@@ -101,6 +102,7 @@ export function checkListenOptions<Req>(
   optionsObject(options);
   const elsewhere: Record<string, string> = {};
   for (const key of HUB_ONLY_KEYS) elsewhere[key] = HUB_OPTION_HINT;
+  removedOptions(options, REMOVED_HUB_OPTIONS, scope.where);
   knownKeys(options, [...LISTEN_OPTION_KEYS, ...(scope.extraKeys ?? [])], scope.where, {
     ...elsewhere,
     ...scope.elsewhere,

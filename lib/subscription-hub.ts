@@ -4,13 +4,7 @@
  * that events published on other nodes reach this node's streams too.
  */
 import { MemoryBus } from './bus.ts';
-import {
-  consoleLogger,
-  overflowChannel,
-  publishChannel,
-  streamCloseChannel,
-  streamOpenChannel,
-} from './diagnostics.ts';
+import { consoleLogger, publishChannel, streamCloseChannel, streamOpenChannel } from './diagnostics.ts';
 import {
   describeValue,
   ErrorCode,
@@ -30,7 +24,6 @@ import {
 import { ANONYMOUS_GROUP, quotaKey } from './principal.ts';
 import { eventFrame, validateEvent } from './protocol.ts';
 import type { SplitFrame } from './sse.ts';
-import { OVERFLOW_POLICIES } from './stream-queue.ts';
 import type {
   BusMember,
   CloseReason,
@@ -40,7 +33,6 @@ import type {
   ListChangedKind,
   McpChangeEvent,
   NotificationFilter,
-  OverflowMessage,
   PublishMessage,
   PublishReport,
   RequestId,
@@ -58,17 +50,15 @@ import {
   given,
   knownKeys,
   loggerOption,
-  oneOf,
   optionKeys,
   optionsObject,
   positiveInteger,
   positiveIntegerOrFalse,
+  removedOptions,
 } from './validate.ts';
 
 /** Every key of {@link SubscriptionHubOptions}, checked against the interface by the compiler. */
 export const HUB_OPTION_KEYS = optionKeys<SubscriptionHubOptions>({
-  maxBuffer: true,
-  overflow: true,
   maxSubscriptions: true,
   maxSubscriptionsPerPrincipal: true,
   bus: true,
@@ -79,13 +69,27 @@ export const HUB_OPTION_KEYS = optionKeys<SubscriptionHubOptions>({
 });
 
 /**
+ * The hub's removed options, each with what replaced it: refused with `ERR_MCP_SUBSCRIPTIONS_REMOVED_OPTION`
+ * wherever they are given (the hub, the middleware, the Nest module), never ignored.
+ */
+export const REMOVED_HUB_OPTIONS: Readonly<Record<string, string>> = Object.freeze({
+  maxBuffer:
+    "a stream's queue holds one entry per key its filter follows (the latest event of each list kind, URI " +
+    'and task id), so no bound is needed, and `stallTimeoutMs` bounds the memory of a client that stops reading; ' +
+    'remove it',
+  overflow:
+    "a stream's queue holds one entry per key its filter follows, so it never overflows and no policy " +
+    'applies; `stallTimeoutMs` closes a stream whose client stops reading; remove it',
+});
+
+/**
  * Applies defaults to hub options and validates them; never mutates its input. Unknown keys are
- * refused, with the nearest known one suggested.
+ * refused, with the nearest known one suggested; removed ones with what replaced them.
  */
 export function resolveHubOptions(options: SubscriptionHubOptions = {}): ResolvedHubOptions {
   optionsObject(options);
+  removedOptions(options, REMOVED_HUB_OPTIONS, 'new SubscriptionHub()');
   knownKeys(options, HUB_OPTION_KEYS, 'new SubscriptionHub()');
-  const overflow = oneOf('overflow', given(options.overflow, 'drop-oldest'), OVERFLOW_POLICIES);
   const bus = options.bus === undefined ? new MemoryBus() : options.bus;
   if (typeof (bus as Partial<SubscriptionBus> | null)?.join !== 'function') {
     throw new OptionsError(
@@ -95,8 +99,6 @@ export function resolveHubOptions(options: SubscriptionHubOptions = {}): Resolve
   }
   const logger = loggerOption('logger', given<unknown>(options.logger, consoleLogger));
   return Object.freeze({
-    maxBuffer: positiveInteger('maxBuffer', given(options.maxBuffer, 100)),
-    overflow,
     maxSubscriptions: positiveInteger('maxSubscriptions', given(options.maxSubscriptions, 1024)),
     maxSubscriptionsPerPrincipal: positiveIntegerOrFalse(
       'maxSubscriptionsPerPrincipal',
@@ -219,17 +221,6 @@ function offer(
     case 'coalesced':
       report.coalesced++;
       break;
-    case 'dropped-oldest':
-      report.queued++;
-      report.dropped++;
-      break;
-    case 'dropped':
-      report.dropped++;
-      break;
-    case 'overflow':
-      report.dropped++;
-      report.closed++;
-      break;
     case 'closed':
       break;
   }
@@ -251,7 +242,7 @@ function filterSummary(filter: NotificationFilter): FilterSummary {
  *
  * @example
  * ```ts
- * const hub = new SubscriptionHub({ maxBuffer: 100 });
+ * const hub = new SubscriptionHub({ maxSubscriptions: 1024 });
  * hub.toolsListChanged();
  * hub.resourceUpdated('note://alice/todo');
  * await hub.close(); // on shutdown: every stream ends with its terminal result
@@ -280,7 +271,6 @@ export class SubscriptionHub implements Hub {
     cancelled: 0,
     complete: 0,
     empty: 0,
-    overflow: 0,
     stalled: 0,
     failed: 0,
   };
@@ -298,13 +288,10 @@ export class SubscriptionHub implements Hub {
   constructor(options: SubscriptionHubOptions = {}) {
     this.options = resolveHubOptions(options);
     this.shared = {
-      maxBuffer: this.options.maxBuffer,
-      overflow: this.options.overflow,
       endTimeoutMs: this.options.completeTimeoutMs,
       stallTimeoutMs: this.options.stallTimeoutMs,
       counters: this.counters,
       onClose: this.onStreamClose,
-      onOverflow: this.onStreamOverflow,
       flush: new TickFlush(),
       keepAlive: new KeepAliveClocks(),
     };
@@ -355,7 +342,7 @@ export class SubscriptionHub implements Hub {
   publish(event: SubscriptionEvent): PublishReport {
     const valid = validateEvent(event);
     // Host code may still publish while the app shuts down: a closed hub delivers nothing, quietly.
-    if (this.closing) return { matched: 0, written: 0, queued: 0, coalesced: 0, dropped: 0, closed: 0 };
+    if (this.closing) return { matched: 0, written: 0, queued: 0, coalesced: 0 };
     const report = this.deliver(valid);
     // The bus contract says publish never throws; one that does must still not reach the host's route
     // (the event was delivered here). Inline, not through a helper: no closure per publish.
@@ -475,7 +462,6 @@ export class SubscriptionHub implements Hub {
       cutOff: this.counters.cutOff,
       refused: this.refused,
       maxSubscriptions: this.options.maxSubscriptions,
-      maxBuffer: this.options.maxBuffer,
     };
   }
 
@@ -630,16 +616,6 @@ export class SubscriptionHub implements Hub {
     }
   };
 
-  private readonly onStreamOverflow = (stream: ListenStream): void => {
-    if (overflowChannel.hasSubscribers) {
-      overflowChannel.publish({
-        principal: stream.principal,
-        policy: this.options.overflow,
-        queued: stream.queued,
-      } satisfies OverflowMessage);
-    }
-  };
-
   private decrementPrincipal(principal: string): void {
     const quota = quotaKey(principal);
     const count = (this.perPrincipal.get(quota) ?? 1) - 1;
@@ -661,7 +637,7 @@ export class SubscriptionHub implements Hub {
       default:
         targets = this.byList[event.kind];
     }
-    const report: PublishReport = { matched: 0, written: 0, queued: 0, coalesced: 0, dropped: 0, closed: 0 };
+    const report: PublishReport = { matched: 0, written: 0, queued: 0, coalesced: 0 };
     if (targets !== undefined && (!(targets instanceof Set) || targets.size > 0)) {
       const frame = eventFrame(event);
       const key =

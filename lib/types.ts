@@ -120,15 +120,6 @@ export interface ServerCapabilitiesFragment {
 // The hub
 // ---------------------------------------------------------------------------------------------------
 
-/**
- * What a full stream queue does with one more distinct event:
- * - `'drop-oldest'`: forget the oldest queued event, keep the new one (the client learns of the
- *   latest changes first);
- * - `'drop-newest'`: keep what is queued, drop the new one;
- * - `'close'`: end the stream; the client re-listens and refreshes.
- */
-export type OverflowPolicy = 'drop-oldest' | 'drop-newest' | 'close';
-
 /** Where runtime failures are reported. `console` fits; so do pino and winston loggers. */
 export interface Logger {
   warn(message: string, details?: Record<string, unknown>): void;
@@ -169,29 +160,19 @@ export interface SubscriptionBus {
   join(listener: BusListener): BusMember;
 }
 
-/** Options of `new SubscriptionHub(options)`. Unknown keys are refused. */
+/**
+ * Options of `new SubscriptionHub(options)`. Unknown keys are refused, and so are the removed
+ * `maxBuffer` and `overflow`, with what replaced them.
+ *
+ * A stream's queue needs no bound of its own: while its client does not keep up, it holds one entry
+ * per key its filter follows (one per list kind, URI and task id: at most 3 + 2 × `maxFilterEntries`),
+ * and a newer event for a key replaces the queued one in place. So no list change, resource update or
+ * task's final state is ever dropped unseen, and a stream that drains receives the latest of
+ * everything it follows. Memory stays bounded all the same: a queued entry is a reference to the frame
+ * its publish shares with every stream it reached (whatever the listen id's size), and a stream that
+ * accepts nothing for `stallTimeoutMs` is closed.
+ */
 export interface SubscriptionHubOptions {
-  /**
-   * Most events queued per stream while its client does not keep up (a positive integer), raised for
-   * each stream to the number of keys its filter follows (one per list kind, URI and task id: at most
-   * 3 + 2 × `maxFilterEntries`).
-   *
-   * The guarantee: the latest state of every key a stream follows survives backpressure. Coalescing
-   * keeps one queued event per key (a newer one replaces it in place), and the bound is never below
-   * the number of keys, so no list change, resource update or task's final state is ever dropped
-   * unseen; a stream that drains receives the latest of everything it follows. So a queue never
-   * overflows, and `overflow` does not come into play. Memory stays bounded all the same: a queued
-   * event is a reference to the frame its publish shares with every stream it reached (whatever the
-   * listen id's size), and a stream that accepts nothing for `stallTimeoutMs` is closed.
-   * @default 100
-   */
-  readonly maxBuffer?: number;
-  /**
-   * What a full queue does with one more event. A queue is never smaller than the keys its stream
-   * follows, so it does not fill (see `maxBuffer`).
-   * @default 'drop-oldest'
-   */
-  readonly overflow?: OverflowPolicy;
   /** Open listen streams in this process (a positive integer); the next one is refused with HTTP 503. @default 1024 */
   readonly maxSubscriptions?: number;
   /**
@@ -237,12 +218,8 @@ export interface PublishReport {
   written: number;
   /** Streams that queued it behind a slow socket. */
   queued: number;
-  /** Streams that merged it into an identical event already queued. */
+  /** Streams that merged it into the queued event of the same key (the same list kind, URI or task). */
   coalesced: number;
-  /** Streams whose full queue dropped an event for it (see `overflow`). */
-  dropped: number;
-  /** Streams closed by the `'close'` overflow policy. */
-  closed: number;
 }
 
 /** Why a stream ended. */
@@ -255,8 +232,6 @@ export type CloseReason =
   | 'complete'
   /** Nothing of the filter was honoured: acknowledged, then completed at once. */
   | 'empty'
-  /** Its queue overflowed under the `'close'` policy. */
-  | 'overflow'
   /** Its client accepted no byte for `stallTimeoutMs`: the socket was destroyed. */
   | 'stalled'
   /** Writing to its response threw (a middleware's wrapped `res.write`, say): the response was destroyed. */
@@ -288,7 +263,9 @@ export interface HubStats {
   published: number;
   /** Frames handed to sockets (batched per tick; a stream cancelled in the same tick discards its batch). */
   written: number;
+  /** Events merged into the queued event of the same key. */
   coalesced: number;
+  /** Events discarded unsent from the queues of streams closed as `'stalled'`. */
   dropped: number;
   opened: number;
   closed: Record<CloseReason, number>;
@@ -296,7 +273,6 @@ export interface HubStats {
   cutOff: number;
   refused: number;
   maxSubscriptions: number;
-  maxBuffer: number;
 }
 
 /**
@@ -525,14 +501,6 @@ export interface StreamCloseMessage {
 /** Published on `DiagnosticsChannel.Publish` for an event that matched at least one stream of this node. */
 export interface PublishMessage extends Readonly<PublishReport> {
   readonly kind: SubscriptionEventKind;
-}
-
-/** Published on `DiagnosticsChannel.Overflow` when a stream's queue is full, before its policy acts. */
-export interface OverflowMessage {
-  readonly principal: string;
-  readonly policy: OverflowPolicy;
-  /** Events queued on that stream when it overflowed. */
-  readonly queued: number;
 }
 
 /**

@@ -1,7 +1,7 @@
 /**
  * Validation of the module's options, in the engine's manner: each mistake throws an `OptionsError`
  * with the code of its check and a message naming the field; an unknown key is refused with the
- * nearest known one suggested, or with where it belongs (`maxBuffer` goes under `hub`, `guards` beside
+ * nearest known one suggested, or with where it belongs (`maxSubscriptions` goes under `hub`, `guards` beside
  * `useFactory`). The engine's own checks (capabilities, bounds, durations, the hub's options) run here
  * too, through the engine's resolvers: options known up front fail when `forRoot()` is called, the
  * options a factory returns when the application starts.
@@ -23,6 +23,8 @@ import {
   OptionsError,
   optionsObject,
   positiveInteger,
+  REMOVED_HUB_OPTIONS,
+  removedOptions,
   resolveHubOptions,
   checkListenOptions,
   defineCapabilities,
@@ -113,7 +115,7 @@ const ROUTE_HINTS = hintEach(
 
 /**
  * `hints` plus a "did you mean" for each unknown key of `options` that is no typo of a known key but is
- * one of a key that belongs elsewhere: `maxBufer` given to `forRoot()` points to `hub: { maxBuffer }`.
+ * one of a key that belongs elsewhere: `maxSubscription` given to `forRoot()` points to `hub: { maxSubscriptions }`.
  */
 function withNearMisses(options: object, known: readonly string[], hints: Hints): Hints {
   const elsewhere = Object.keys(hints);
@@ -257,6 +259,7 @@ export function isClass(value: unknown): boolean {
 export function checkAsyncOptions(options: McpSubscriptionsModuleAsyncOptions): void {
   optionsObject(options, `the options of ${FOR_ROOT_ASYNC}`);
   const elsewhere = { ...HUB_HINTS, ...FACTORY_RESULT_HINTS };
+  removedOptions(options, REMOVED_HUB_OPTIONS, FOR_ROOT_ASYNC);
   knownKeys(options, ASYNC_OPTION_KEYS, FOR_ROOT_ASYNC, withNearMisses(options, ASYNC_OPTION_KEYS, elsewhere));
   const given = (['useFactory', 'useClass', 'useExisting'] as const).filter((key) => options[key] !== undefined);
   if (given.length !== 1) {
@@ -411,6 +414,7 @@ function resolveHub(hub: unknown, where: string): SubscriptionHub | Subscription
         `got ${describeValue(hub)}`,
     );
   }
+  removedOptions(hub, REMOVED_HUB_OPTIONS, `\`hub\` of ${where}`);
   knownKeys(hub, HUB_OPTION_KEYS, `\`hub\` of ${where}`);
   // Validated now; the hub itself is built at start-up (a bus is joined then, not here).
   resolveHubOptions(hub);

@@ -46,21 +46,21 @@ const base = { hub, capabilities: { toolsListChanged: true } };
 
 describe('unknown keys, with a suggestion', () => {
   test('the hub: a typo names the nearest option', () => {
-    expect(optionMessage(() => new SubscriptionHub({ maxBufer: 10 } as never), ErrorCode.UnknownOption)).toBe(
-      'mcp-subscriptions: Unknown option `maxBufer` of new SubscriptionHub(); did you mean `maxBuffer`?',
+    expect(optionMessage(() => new SubscriptionHub({ stallTimeotMs: 10 } as never), ErrorCode.UnknownOption)).toBe(
+      'mcp-subscriptions: Unknown option `stallTimeotMs` of new SubscriptionHub(); did you mean `stallTimeoutMs`?',
     );
     expect(
       optionMessage(() => new SubscriptionHub({ MaxSubscriptions: 10 } as never), ErrorCode.UnknownOption),
     ).toMatch(/did you mean `maxSubscriptions`\?$/);
-    expect(optionMessage(() => new SubscriptionHub({ ovreflow: 'close' } as never), ErrorCode.UnknownOption)).toMatch(
-      /did you mean `overflow`\?$/,
+    expect(optionMessage(() => new SubscriptionHub({ retryAfterSecond: 1 } as never), ErrorCode.UnknownOption)).toMatch(
+      /did you mean `retryAfterSeconds`\?$/,
     );
   });
 
   test('a key near nothing lists what the entry point takes', () => {
     const message = optionMessage(() => new SubscriptionHub({ redis: true } as never), ErrorCode.UnknownOption);
     expect(message).toMatch(/^mcp-subscriptions: Unknown option `redis` of new SubscriptionHub\(\); expected one of /);
-    for (const key of ['maxBuffer', 'overflow', 'maxSubscriptions', 'bus', 'logger', 'retryAfterSeconds']) {
+    for (const key of ['maxSubscriptions', 'bus', 'logger', 'retryAfterSeconds', 'stallTimeoutMs']) {
       expect(message).toContain(`\`${key}\``);
     }
   });
@@ -72,9 +72,18 @@ describe('unknown keys, with a suggestion', () => {
     expect(
       optionMessage(() => mcpSubscriptions({ ...base, canread: () => true } as never), ErrorCode.UnknownOption),
     ).toMatch(/did you mean `canRead`\?$/);
-    expect(optionMessage(() => mcpSubscriptions({ ...base, maxBuffer: 10 } as never), ErrorCode.UnknownOption)).toBe(
-      'mcp-subscriptions: Unknown option `maxBuffer` of mcpSubscriptions(); it is an option of `new SubscriptionHub()`; pass it there and hand the hub over as `hub`',
+    expect(
+      optionMessage(() => mcpSubscriptions({ ...base, maxSubscriptions: 10 } as never), ErrorCode.UnknownOption),
+    ).toBe(
+      'mcp-subscriptions: Unknown option `maxSubscriptions` of mcpSubscriptions(); it is an option of `new SubscriptionHub()`; pass it there and hand the hub over as `hub`',
     );
+    // The hub's removed options, given to the middleware, say what replaced them (not where they go).
+    expect(optionMessage(() => mcpSubscriptions({ ...base, maxBuffer: 10 } as never), ErrorCode.RemovedOption)).toMatch(
+      /^mcp-subscriptions: Option `maxBuffer` of mcpSubscriptions\(\) was removed: a stream's queue holds one entry per key its filter follows/,
+    );
+    expect(
+      optionMessage(() => mcpSubscriptions({ ...base, overflow: 'close' } as never), ErrorCode.RemovedOption),
+    ).toMatch(/^mcp-subscriptions: Option `overflow` of mcpSubscriptions\(\) was removed: .*`stallTimeoutMs`/);
     // Its own options are known to it.
     expect(() => mcpSubscriptions({ ...base, principal: () => 'a', maxBodyBytes: 10 })).not.toThrow();
   });
@@ -110,13 +119,14 @@ describe('one code per check', () => {
     const cases: [unknown, string][] = [
       ['options', ErrorCode.OptionsNotObject],
       [[], ErrorCode.OptionsNotObject],
-      [{ maxBuffer: 0 }, ErrorCode.NotPositiveInteger],
+      [{ maxSubscriptions: 0 }, ErrorCode.NotPositiveInteger],
       [{ maxSubscriptionsPerPrincipal: true }, ErrorCode.NotPositiveInteger],
       // null is a value, not an absence: a null bound never quietly becomes "no bound".
       [{ maxSubscriptionsPerPrincipal: null }, ErrorCode.NotPositiveInteger],
-      [{ maxBuffer: null }, ErrorCode.NotPositiveInteger],
+      [{ retryAfterSeconds: null }, ErrorCode.NotPositiveInteger],
       [{ completeTimeoutMs: 2 ** 31 }, ErrorCode.DurationTooLong],
-      [{ overflow: 'drop' }, ErrorCode.NotOneOf],
+      [{ overflow: 'drop' }, ErrorCode.RemovedOption],
+      [{ maxBuffer: 100 }, ErrorCode.RemovedOption],
       [{ bus: {} }, ErrorCode.InvalidBus],
       [{ bus: null }, ErrorCode.InvalidBus],
       [{ logger: { warn() {} } }, ErrorCode.InvalidLogger],

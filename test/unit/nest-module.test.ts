@@ -47,19 +47,19 @@ class TasksModule {}
 
 const SETTINGS = Symbol('SETTINGS');
 
-@Module({ providers: [{ provide: SETTINGS, useValue: { maxBuffer: 7 } }], exports: [SETTINGS] })
+@Module({ providers: [{ provide: SETTINGS, useValue: { maxSubscriptions: 7 } }], exports: [SETTINGS] })
 class SettingsModule {}
 
 @Injectable()
 class OptionsFromClass implements McpSubscriptionsOptionsFactory {
   createMcpSubscriptionsOptions(): McpSubscriptionsOptions {
-    return { capabilities: CAPABILITIES, hub: { maxBuffer: 11 } };
+    return { capabilities: CAPABILITIES, hub: { maxSubscriptions: 11 } };
   }
 }
 
 @Injectable()
 class OptionsFromSettings implements McpSubscriptionsOptionsFactory {
-  constructor(@Inject(SETTINGS) private readonly settings: { maxBuffer: number }) {}
+  constructor(@Inject(SETTINGS) private readonly settings: { maxSubscriptions: number }) {}
 
   createMcpSubscriptionsOptions(): McpSubscriptionsOptions {
     return { capabilities: CAPABILITIES, hub: this.settings };
@@ -67,7 +67,7 @@ class OptionsFromSettings implements McpSubscriptionsOptionsFactory {
 }
 
 const OPTIONS_TOKEN = 'MCP_SUBSCRIPTIONS_OPTIONS_FACTORY';
-const MAX_BUFFER = Symbol('MAX_BUFFER');
+const MAX_SUBSCRIPTIONS = Symbol('MAX_SUBSCRIPTIONS');
 
 async function compile(subscriptions: ReturnType<typeof McpSubscriptionsModule.forRoot>, ...imports: unknown[]) {
   return Test.createTestingModule({ imports: [subscriptions, NotesModule, TasksModule, ...(imports as [])] }).compile();
@@ -111,7 +111,7 @@ function throwsWithOption(define: () => unknown, message: RegExp, code: ErrorCod
 describe('NestJS module wiring', () => {
   it('forRoot(): one hub, injectable by its class in every host module, built from the hub options', async () => {
     const moduleRef = await compile(
-      McpSubscriptionsModule.forRoot({ capabilities: CAPABILITIES, hub: { maxBuffer: 5 } }),
+      McpSubscriptionsModule.forRoot({ capabilities: CAPABILITIES, hub: { maxSubscriptions: 5 } }),
     );
     const hub = moduleRef.get(SubscriptionHub);
     expect(moduleRef.get(NotesService).hub).toBe(hub);
@@ -119,7 +119,7 @@ describe('NestJS module wiring', () => {
     expect(moduleRef.get(McpSubscriptionsService).hub).toBe(hub);
     // mcp-subscriptions/nest re-exports the engine class itself.
     expect(ReexportedHub).toBe(SubscriptionHub);
-    expect(hub.options.maxBuffer).toBe(5);
+    expect(hub.options.maxSubscriptions).toBe(5);
     await moduleRef.close();
   });
 
@@ -136,13 +136,13 @@ describe('NestJS module wiring', () => {
       {
         imports: [SettingsModule],
         inject: [SETTINGS],
-        useFactory: (settings: { maxBuffer: number }) => ({ capabilities: CAPABILITIES, hub: settings }),
+        useFactory: (settings: { maxSubscriptions: number }) => ({ capabilities: CAPABILITIES, hub: settings }),
       },
       7,
     ],
     [
       'an async useFactory',
-      { useFactory: () => Promise.resolve({ capabilities: CAPABILITIES, hub: { maxBuffer: 9 } }) },
+      { useFactory: () => Promise.resolve({ capabilities: CAPABILITIES, hub: { maxSubscriptions: 9 } }) },
       9,
     ],
     ['useClass', { useClass: OptionsFromClass }, 11],
@@ -153,24 +153,28 @@ describe('NestJS module wiring', () => {
       {
         inject: [SETTINGS],
         provideInjectionTokensFrom: [
-          { provide: SETTINGS, useFactory: (maxBuffer: number) => ({ maxBuffer }), inject: [MAX_BUFFER] },
-          { provide: MAX_BUFFER, useValue: 3 },
+          {
+            provide: SETTINGS,
+            useFactory: (maxSubscriptions: number) => ({ maxSubscriptions }),
+            inject: [MAX_SUBSCRIPTIONS],
+          },
+          { provide: MAX_SUBSCRIPTIONS, useValue: 3 },
         ],
-        useFactory: (settings: { maxBuffer: number }) => ({ capabilities: CAPABILITIES, hub: settings }),
+        useFactory: (settings: { maxSubscriptions: number }) => ({ capabilities: CAPABILITIES, hub: settings }),
       },
       3,
     ],
     [
       'useClass whose dependency comes from extraProviders',
-      { useClass: OptionsFromSettings, extraProviders: [{ provide: SETTINGS, useValue: { maxBuffer: 13 } }] },
+      { useClass: OptionsFromSettings, extraProviders: [{ provide: SETTINGS, useValue: { maxSubscriptions: 13 } }] },
       13,
     ],
   ];
-  for (const [name, options, maxBuffer] of asyncForms) {
+  for (const [name, options, maxSubscriptions] of asyncForms) {
     it(`forRootAsync() with ${name}`, async () => {
       const moduleRef = await compile(McpSubscriptionsModule.forRootAsync(options));
       const hub = moduleRef.get(SubscriptionHub);
-      expect(hub.options.maxBuffer).toBe(maxBuffer);
+      expect(hub.options.maxSubscriptions).toBe(maxSubscriptions);
       expect(moduleRef.get(NotesService).hub).toBe(hub);
       // The source's options are the builder's options provider, and what the engine runs with.
       expect(moduleRef.get(MCP_SUBSCRIPTIONS_OPTIONS)).toMatchObject({ capabilities: CAPABILITIES });
@@ -439,9 +443,9 @@ describe('NestJS module options are validated in the engine’s words, with a co
   // Known up front, these fail at forRoot(); returned by a factory, the app fails to start.
   const atStart: [string, McpSubscriptionsModuleOptions, RegExp, ErrorCodeValue][] = [
     [
-      'a negative maxBuffer (the hub’s validator)',
-      { ...base, hub: { maxBuffer: -5 } },
-      /^mcp-subscriptions: Expected `maxBuffer` to be a positive integer, got `-5` \(number\)$/,
+      'a negative maxSubscriptions (the hub’s validator)',
+      { ...base, hub: { maxSubscriptions: -5 } },
+      /^mcp-subscriptions: Expected `maxSubscriptions` to be a positive integer, got `-5` \(number\)$/,
       ErrorCode.NotPositiveInteger,
     ],
     [
@@ -614,8 +618,8 @@ describe('NestJS module options are validated in the engine’s words, with a co
     ],
     [
       'a hub options object with an unknown key',
-      () => McpSubscriptionsModule.forRoot({ ...base, hub: { maxBufer: 5 } as never }),
-      /Unknown option `maxBufer` of `hub` of McpSubscriptionsModule\.forRoot\(\); did you mean `maxBuffer`\?/,
+      () => McpSubscriptionsModule.forRoot({ ...base, hub: { maxSubscription: 5 } as never }),
+      /Unknown option `maxSubscription` of `hub` of McpSubscriptionsModule\.forRoot\(\); did you mean `maxSubscriptions`\?/,
       ErrorCode.UnknownOption,
     ],
     [
@@ -672,13 +676,13 @@ describe('NestJS module: unknown keys are refused with a suggestion', () => {
     ],
     [
       'a hub option at the top level',
-      { ...base, maxBuffer: 5 },
-      /Unknown option `maxBuffer` of McpSubscriptionsModule\.forRoot\(\); it is an option of the hub, which the module builds: give it as `hub: \{ maxBuffer: … \}`/,
+      { ...base, retryAfterSeconds: 5 },
+      /Unknown option `retryAfterSeconds` of McpSubscriptionsModule\.forRoot\(\); it is an option of the hub, which the module builds: give it as `hub: \{ retryAfterSeconds: … \}`/,
     ],
     [
       'a typo of a hub option at the top level',
-      { ...base, maxBufer: 5 },
-      /Unknown option `maxBufer` of McpSubscriptionsModule\.forRoot\(\); did you mean `maxBuffer`\? it is an option of the hub, which the module builds: give it as `hub: \{ maxBuffer: … \}`/,
+      { ...base, retryAfterSecond: 5 },
+      /Unknown option `retryAfterSecond` of McpSubscriptionsModule\.forRoot\(\); did you mean `retryAfterSeconds`\? it is an option of the hub, which the module builds: give it as `hub: \{ retryAfterSeconds: … \}`/,
     ],
     [
       'an option of forRootAsync()',
@@ -715,8 +719,8 @@ describe('NestJS module: unknown keys are refused with a suggestion', () => {
     ],
     [
       'a hub option',
-      { useFactory: () => base, maxBuffer: 5 },
-      /Unknown option `maxBuffer` of McpSubscriptionsModule\.forRootAsync\(\); it is an option of the hub, which the module builds: give it as `hub: \{ maxBuffer: … \}`/,
+      { useFactory: () => base, retryAfterSeconds: 5 },
+      /Unknown option `retryAfterSeconds` of McpSubscriptionsModule\.forRootAsync\(\); it is an option of the hub, which the module builds: give it as `hub: \{ retryAfterSeconds: … \}`/,
     ],
   ];
   for (const [name, options, message] of atForRootAsync) {
@@ -724,6 +728,41 @@ describe('NestJS module: unknown keys are refused with a suggestion', () => {
       throwsWithOption(() => McpSubscriptionsModule.forRootAsync(options), message, ErrorCode.UnknownOption);
     });
   }
+
+  const removed: [string, () => unknown, RegExp][] = [
+    [
+      'the removed maxBuffer under `hub`',
+      () => McpSubscriptionsModule.forRoot({ ...base, hub: { maxBuffer: 5 } as never }),
+      /^mcp-subscriptions: Option `maxBuffer` of `hub` of McpSubscriptionsModule\.forRoot\(\) was removed: a stream's queue holds one entry per key its filter follows/,
+    ],
+    [
+      'the removed overflow at the top level of forRoot()',
+      () => McpSubscriptionsModule.forRoot({ ...base, overflow: 'close' } as never),
+      /^mcp-subscriptions: Option `overflow` of McpSubscriptionsModule\.forRoot\(\) was removed: .*`stallTimeoutMs`/,
+    ],
+    [
+      'the removed maxBuffer given to forRootAsync() itself',
+      () => McpSubscriptionsModule.forRootAsync({ useFactory: () => base, maxBuffer: 5 } as never),
+      /^mcp-subscriptions: Option `maxBuffer` of McpSubscriptionsModule\.forRootAsync\(\) was removed/,
+    ],
+  ];
+  for (const [name, define, message] of removed) {
+    it(`${name}: refused with what replaced it`, () => {
+      throwsWithOption(define, message, ErrorCode.RemovedOption);
+    });
+  }
+
+  it('the removed overflow under `hub`, returned by a factory: the app fails to start with what replaced it', async () => {
+    const definition = McpSubscriptionsModule.forRootAsync({
+      useFactory: () => ({ ...base, hub: { overflow: 'drop-oldest' } as never }),
+    });
+    await expect(compile(definition)).rejects.toMatchObject({
+      code: ErrorCode.RemovedOption,
+      message: expect.stringMatching(
+        /Option `overflow` of `hub` of the options returned by the useFactory of McpSubscriptionsModule\.forRootAsync\(\) was removed/,
+      ),
+    });
+  });
 
   @Injectable()
   class OptionsWithTypo implements McpSubscriptionsOptionsFactory {
@@ -740,8 +779,8 @@ describe('NestJS module: unknown keys are refused with a suggestion', () => {
     ],
     [
       'a typo of a hub option returned by useFactory',
-      { useFactory: () => ({ ...base, maxBufer: 5 }) },
-      /Unknown option `maxBufer` of the options returned by the useFactory of McpSubscriptionsModule\.forRootAsync\(\); did you mean `maxBuffer`\? it is an option of the hub, which the module builds: give it as `hub: \{ maxBuffer: … \}`/,
+      { useFactory: () => ({ ...base, retryAfterSecond: 5 }) },
+      /Unknown option `retryAfterSecond` of the options returned by the useFactory of McpSubscriptionsModule\.forRootAsync\(\); did you mean `retryAfterSeconds`\? it is an option of the hub, which the module builds: give it as `hub: \{ retryAfterSeconds: … \}`/,
     ],
     [
       'a typo of an extra returned by a useClass',
