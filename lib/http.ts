@@ -9,7 +9,14 @@ import type { IncomingMessage } from 'node:http';
 import { describeValue, ErrorCode, hasErrorCode, ProtocolError, type RefusalReason } from './errors.ts';
 import { anonymousPrincipal, isAnonymous } from './principal.ts';
 import type { StreamResponse } from './listen-stream.ts';
-import { CANCELLED_METHOD, echoableId, errorResponseJson, LISTEN_METHOD, type HeaderBag } from './protocol.ts';
+import {
+  CANCELLED_METHOD,
+  echoableId,
+  errorResponseJson,
+  headerValue,
+  LISTEN_METHOD,
+  type HeaderBag,
+} from './protocol.ts';
 import type { NodeAdapterOptions, ResolvedListenOptions } from './types.ts';
 import { optionKeys } from './validate.ts';
 
@@ -281,10 +288,6 @@ export function resolvePrincipal(named: unknown): string | undefined {
   if (named === undefined || named === null || named === '') return anonymousPrincipal();
   if (typeof named !== 'string' || named.includes('\u0000')) return undefined;
   return named;
-}
-
-function headerValue(value: string | readonly string[] | undefined): string | undefined {
-  return typeof value === 'string' ? value : value?.[0];
 }
 
 /**

@@ -58,6 +58,7 @@ export {
 } from './events.ts';
 export {
   CANCELLED_METHOD,
+  headerValue,
   isAbsoluteUri,
   LISTEN_METHOD,
   parseJsonBody,

@@ -66,9 +66,13 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-function header(headers: HeaderBag, name: string): string | undefined {
-  const value = headers[name];
+/** A header's value as Node gives it, or the first of a repeated one. */
+export function headerValue(value: string | readonly string[] | undefined): string | undefined {
   return typeof value === 'string' ? value : value?.[0];
+}
+
+function header(headers: HeaderBag, name: string): string | undefined {
+  return headerValue(headers[name]);
 }
 
 function invalidParams(message: string, id: RequestId | null): ProtocolError {

@@ -9,6 +9,7 @@ import {
   defaultPrincipal as nodeDefaultPrincipal,
   DEFAULT_MAX_BODY_BYTES,
   given,
+  headerValue,
   LISTEN_METHOD,
   optionalFunction,
   NODE_ADAPTER_OPTION_KEYS,
@@ -32,10 +33,6 @@ export type McpSubscriptionsMiddleware = RequestHandler & { readonly handler: Li
 /** The default principal: `req.auth` (the SDK's bearer auth), else `req.user` (Passport and friends). */
 export function defaultPrincipal(req: Request): string | undefined {
   return nodeDefaultPrincipal(req as Request & { auth?: unknown; user?: unknown });
-}
-
-function headerValue(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
 }
 
 /**

@@ -21,6 +21,7 @@ import {
   createListenHandler,
   describeValue,
   ErrorCode,
+  headerValue,
   isHub,
   LISTEN_METHOD,
   OptionsError,
@@ -58,10 +59,6 @@ function isHttpException(error: unknown): boolean {
     typeof (error as { getStatus?: unknown }).getStatus === 'function' &&
     typeof (error as { getResponse?: unknown }).getResponse === 'function'
   );
-}
-
-function headerValue(value: string | string[] | undefined): string | undefined {
-  return Array.isArray(value) ? value[0] : value;
 }
 
 const noop: Next = () => {};

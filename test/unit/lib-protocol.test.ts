@@ -15,6 +15,7 @@ import {
   type HeaderBag,
   type ParseOptions,
   type RefusalReason,
+  headerValue,
 } from '../../lib/internal.ts';
 import { listenBody, listenHeaders } from '../helpers/sse.ts';
 
@@ -421,6 +422,16 @@ describe('parseListenRequest: validation order (spec §6)', () => {
   test('-32021 comes before the filter checks', () => {
     const error = refuse(listenBody(1, { taskIds: [5], toolsListChanged: 'yes' }), listenHeaders(), withTasks);
     expect(error.rpcCode).toBe(-32021);
+  });
+});
+
+describe('headerValue (the one every adapter reads Node headers with)', () => {
+  test('a header as Node gives it: a string, the first of a repeated one, or absent', () => {
+    expect(headerValue('subscriptions/listen')).toBe('subscriptions/listen');
+    expect(headerValue(['subscriptions/listen', 'tools/call'])).toBe('subscriptions/listen');
+    expect(headerValue([])).toBeUndefined();
+    expect(headerValue(undefined)).toBeUndefined();
+    expect(headerValue('')).toBe('');
   });
 });
 
