@@ -40,4 +40,4 @@ export {
   SUPPORTED_PROTOCOL_VERSIONS,
   TASKS_EXTENSION,
 } from './events.ts';
-export type { NotificationFilter, OverflowPolicy, RequestId } from './types.ts';
+export type { NotificationFilter, RequestId } from './types.ts';

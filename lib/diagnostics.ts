@@ -16,11 +16,9 @@ export const DiagnosticsChannel = Object.freeze({
   StreamClose: 'mcp-subscriptions:stream:close',
   /**
    * An event matched streams of this node: a `PublishMessage`,
-   * `{ kind, matched, written, queued, coalesced, dropped, closed }`.
+   * `{ kind, matched, written, queued, coalesced }`.
    */
   Publish: 'mcp-subscriptions:publish',
-  /** A stream's queue overflowed: an `OverflowMessage`, `{ principal, policy, queued }`. */
-  Overflow: 'mcp-subscriptions:overflow',
   /**
    * A host check or hook failed and its item was left out: a `CheckErrorMessage`,
    * `{ stage, errorName, errorCode }` (never the error itself: it may quote the URI).
@@ -36,7 +34,6 @@ export const DiagnosticsChannel = Object.freeze({
 export const streamOpenChannel = channel(DiagnosticsChannel.StreamOpen);
 export const streamCloseChannel = channel(DiagnosticsChannel.StreamClose);
 export const publishChannel = channel(DiagnosticsChannel.Publish);
-export const overflowChannel = channel(DiagnosticsChannel.Overflow);
 export const checkErrorChannel = channel(DiagnosticsChannel.CheckError);
 export const uncheckedListenChannel = channel(DiagnosticsChannel.UncheckedListen);
 

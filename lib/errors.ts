@@ -23,6 +23,8 @@ export const ErrorCode = Object.freeze({
   OptionsNotObject: 'ERR_MCP_SUBSCRIPTIONS_OPTIONS_NOT_OBJECT',
   /** An option key that the entry point does not know (a typo, or an option of another entry point). */
   UnknownOption: 'ERR_MCP_SUBSCRIPTIONS_UNKNOWN_OPTION',
+  /** An option that was removed (the hub's `maxBuffer` and `overflow`); the message says what replaced it. */
+  RemovedOption: 'ERR_MCP_SUBSCRIPTIONS_REMOVED_OPTION',
   /** A required option is missing (`hub`, `capabilities`, or the check an offered capability needs). */
   MissingOption: 'ERR_MCP_SUBSCRIPTIONS_MISSING_OPTION',
   /** A count or bound that must be a positive safe integer is not. */
@@ -33,7 +35,7 @@ export const ErrorCode = Object.freeze({
   NotBoolean: 'ERR_MCP_SUBSCRIPTIONS_NOT_BOOLEAN',
   /** An option that must be a function (a check, a hook, `principal`) is not. */
   NotFunction: 'ERR_MCP_SUBSCRIPTIONS_NOT_FUNCTION',
-  /** An option that takes one of a few values (`overflow`) has another. */
+  /** An option that takes one of a few values (the client's `overflow`, Nest's `readGuards`) has another. */
   NotOneOf: 'ERR_MCP_SUBSCRIPTIONS_NOT_ONE_OF',
   /** `hub` is not a `SubscriptionHub` (or, in Nest, its options). */
   InvalidHub: 'ERR_MCP_SUBSCRIPTIONS_INVALID_HUB',

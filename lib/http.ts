@@ -9,9 +9,40 @@ import type { IncomingMessage } from 'node:http';
 import { describeValue, ErrorCode, hasErrorCode, ProtocolError, type RefusalReason } from './errors.ts';
 import { anonymousPrincipal, isAnonymous } from './principal.ts';
 import { CANCELLED_METHOD, LISTEN_METHOD } from './events.ts';
-import { echoableId, errorResponseJson } from './protocol.ts';
-import type { HeaderBag, ListenHandler, NodeAdapterOptions, StreamResponse } from './types.ts';
+import type { StreamResponse } from './listen-stream.ts';
+import { echoableId, errorResponseJson, type HeaderBag } from './protocol.ts';
+import type { NodeAdapterOptions, ResolvedListenOptions } from './types.ts';
 import { optionKeys } from './validate.ts';
+
+/** One request as an adapter hands it to the engine. */
+export interface ListenInput<Req = unknown> {
+  /** The parsed JSON body; or `undefined` with `rawBody` set when the adapter read the bytes itself. */
+  readonly body?: unknown;
+  /** The body's bytes, when no body parser ran. */
+  readonly rawBody?: string | Buffer;
+  readonly headers: HeaderBag;
+  readonly principal: string;
+  readonly request: Req;
+}
+
+/**
+ * The engine's face to adapters (`middleware.handler` in Express), as this HTTP face drives it;
+ * `createListenHandler()` (lib/listen.ts) makes one. Declared here, by the side that calls it, so
+ * that the engine may use the HTTP helpers without an import circle.
+ */
+export interface ListenHandler<Req = unknown> {
+  readonly options: ResolvedListenOptions<Req>;
+  /**
+   * Serves one listen request on `res`: a JSON-RPC error response before any stream opens, or the
+   * stream. Never rejects: runtime failures are logged and close only this response.
+   */
+  handle(input: ListenInput<Req>, res: StreamResponse): Promise<void>;
+  /**
+   * Handles a `notifications/cancelled` body: closes the caller's open streams it names. Returns
+   * `false` when it names none (the adapter passes it on to the host's MCP server).
+   */
+  cancel(principal: string, body: unknown): boolean;
+}
 
 /**
  * The HTTP status of each refusal (spec §6, plus the HTTP layer's own). The only such table: a

@@ -6,9 +6,10 @@
  */
 export * from './index.ts';
 export * from './core.ts';
-export { checkListenOptions, createListenHandler, isHub, LISTEN_OPTION_KEYS, resolveListenOptions } from './listen.ts';
+export { checkListenOptions, createListenHandler, LISTEN_OPTION_KEYS, resolveListenOptions } from './listen.ts';
 export type { CheckedListenOptions, ListenOptionsScope } from './listen.ts';
-export { HUB_OPTION_KEYS, resolveHubOptions } from './subscription-hub.ts';
+export { HUB_OPTION_KEYS, hubEngine, isHub, REMOVED_HUB_OPTIONS, resolveHubOptions } from './subscription-hub.ts';
+export type { HubEngine, OpenInit, Reservation } from './subscription-hub.ts';
 export {
   bodyTooLarge,
   bodyWasParsed,
@@ -26,14 +27,13 @@ export {
   serveNodeRequest,
   writeProtocolError,
 } from './http.ts';
-export type { NodeRequest, NodeServeOptions } from './http.ts';
-export { ProtocolError, RpcErrorCode, SUBSCRIPTION_LIMIT_MESSAGE } from './errors.ts';
+export type { ListenHandler, ListenInput, NodeRequest, NodeServeOptions } from './http.ts';
+export { ProtocolError, SUBSCRIPTION_LIMIT_MESSAGE } from './errors.ts';
 export type { RefusalReason } from './errors.ts';
+export { removedOptions } from './validate.ts';
 export { consoleLogger } from './diagnostics.ts';
 export { isAbsoluteUri, parseJsonBody, parseListenRequest, validateEvent } from './protocol.ts';
-export type { ListenRequest, ParseOptions } from './protocol.ts';
+export type { HeaderBag, ListenRequest, ParseOptions } from './protocol.ts';
 export { ListenStream } from './listen-stream.ts';
-export type { DeliverOutcome } from './listen-stream.ts';
-export { OVERFLOW_POLICIES } from './stream-queue.ts';
+export type { DeliverOutcome, StreamResponse } from './listen-stream.ts';
 export { KEEPALIVE_FRAME, SSE_HEADERS } from './sse.ts';
-export type { HeaderBag, ListenHandler, ListenInput, OpenInit, Reservation, StreamResponse } from './types.ts';

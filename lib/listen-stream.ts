@@ -6,7 +6,31 @@ import { OutgoingMessage, ServerResponse } from 'node:http';
 import { Socket } from 'node:net';
 import { KEEPALIVE_FRAME, SSE_HEADERS, type SplitFrame } from './sse.ts';
 import { StreamQueue, type QueueOutcome } from './stream-queue.ts';
-import type { CloseReason, NotificationFilter, OverflowPolicy, RequestId, StreamResponse } from './types.ts';
+import type { CloseReason, NotificationFilter, RequestId } from './types.ts';
+
+/**
+ * The part of Node's `ServerResponse` a stream uses. Adapters hand the raw response of their
+ * framework (Express's `res`, Fastify's `reply.raw`, Nest's underlying response).
+ */
+export interface StreamResponse {
+  writeHead(statusCode: number, headers: Record<string, string>): unknown;
+  write(chunk: string): boolean;
+  end(chunk?: string): unknown;
+  on(event: 'drain' | 'close', listener: () => void): unknown;
+  once(event: 'drain' | 'close', listener: () => void): unknown;
+  removeListener(event: 'drain' | 'close', listener: () => void): unknown;
+  destroy(): unknown;
+  readonly destroyed: boolean;
+  readonly writableEnded: boolean;
+  readonly headersSent: boolean;
+  /**
+   * Bytes written but not yet handed to the operating system. After the terminal result, a response
+   * that still holds some is watched until it closes, within `completeTimeoutMs`, then destroyed.
+   * A response without it is taken to have sent everything.
+   */
+  readonly writableLength?: number;
+  readonly socket?: { setNoDelay?(noDelay?: boolean): unknown } | null;
+}
 
 /** Counters a stream adds to; owned by its hub. */
 export interface StreamCounters {
@@ -22,8 +46,6 @@ export interface StreamCounters {
  * keepalive clocks. One object per hub, so that an open stream holds a reference, not a copy.
  */
 export interface StreamShared {
-  readonly maxBuffer: number;
-  readonly overflow: OverflowPolicy;
   /** How long a graceful end may wait for a client that does not read before cutting it off. */
   readonly endTimeoutMs: number;
   /** How long an open stream may stay blocked (accepting no byte) before it is closed as stalled. */
@@ -31,8 +53,6 @@ export interface StreamShared {
   readonly counters: StreamCounters;
   /** Called exactly once, as soon as the stream stops accepting events; with what a write threw for `'failed'`. */
   readonly onClose: (stream: ListenStream, reason: CloseReason, error?: unknown) => void;
-  /** Called when the queue overflows, before the policy acts. */
-  readonly onOverflow: (stream: ListenStream) => void;
   /** Writes the stream's batch at the end of this tick (see {@link TickFlush}). */
   readonly flush: TickFlush;
   /** The keepalive clocks, one per interval (see {@link KeepAliveClocks}). */
@@ -167,17 +187,6 @@ export type DeliverOutcome = 'written' | QueueOutcome | 'closed';
 /** A tick's batch is written early once it reaches this many characters (16 KiB, a socket's high-water mark). */
 const PENDING_FLUSH_CHARS = 16_384;
 
-/** The coalescing keys a filter can produce: one per list kind, URI and task id it follows. */
-function followedKeys(filter: NotificationFilter): number {
-  return (
-    (filter.toolsListChanged === true ? 1 : 0) +
-    (filter.promptsListChanged === true ? 1 : 0) +
-    (filter.resourcesListChanged === true ? 1 : 0) +
-    (filter.resourceSubscriptions?.length ?? 0) +
-    (filter.taskIds?.length ?? 0)
-  );
-}
-
 const OPEN = 0;
 const ENDING = 1;
 const CLOSED = 2;
@@ -274,27 +283,11 @@ export class ListenStream {
       if (this.pending.length >= PENDING_FLUSH_CHARS) this.flushBatch();
       return 'written';
     }
-    // Never below the keys the filter follows: coalescing keeps one entry per key, so the latest state
-    // of every key survives however long the socket pushes back (nothing is dropped unseen).
-    this.queue ??= new StreamQueue(Math.max(this.shared.maxBuffer, followedKeys(this.filter)), this.shared.overflow);
+    // One entry per key the filter follows: the latest state of every key survives however long the
+    // socket pushes back (nothing is dropped unseen), and the stall timeout bounds how long that is.
+    this.queue ??= new StreamQueue();
     const outcome = this.queue.push(key, frame);
-    switch (outcome) {
-      case 'coalesced':
-        this.shared.counters.coalesced++;
-        break;
-      case 'dropped':
-      case 'dropped-oldest':
-        this.shared.counters.dropped++;
-        this.shared.onOverflow(this);
-        break;
-      case 'overflow':
-        this.shared.counters.dropped++;
-        this.shared.onOverflow(this);
-        void this.end('overflow', false, this.shared.endTimeoutMs);
-        break;
-      case 'queued':
-        break;
-    }
+    if (outcome === 'coalesced') this.shared.counters.coalesced++;
     return outcome;
   }
 

@@ -15,7 +15,8 @@ import {
   ProtocolError,
 } from './errors.ts';
 import { SUPPORTED_PROTOCOL_VERSIONS } from './events.ts';
-import { negotiate, writeProtocolError } from './http.ts';
+import { negotiate, writeProtocolError, type ListenHandler, type ListenInput } from './http.ts';
+import type { StreamResponse } from './listen-stream.ts';
 import { isAnonymous } from './principal.ts';
 import {
   ackFrame,
@@ -26,16 +27,13 @@ import {
   resultFrame,
   type ListenRequest,
 } from './protocol.ts';
-import { HUB_OPTION_KEYS, type SubscriptionHub } from './subscription-hub.ts';
+import { HUB_OPTION_KEYS, hubEngine, isHub, REMOVED_HUB_OPTIONS } from './subscription-hub.ts';
 import type {
   CheckErrorMessage,
-  ListenHandler,
   ListenHandlerOptions,
-  ListenInput,
   NotificationFilter,
   RequestId,
   ResolvedListenOptions,
-  StreamResponse,
 } from './types.ts';
 import {
   durationOrFalse,
@@ -46,6 +44,7 @@ import {
   optionKeys,
   optionsObject,
   positiveInteger,
+  removedOptions,
 } from './validate.ts';
 
 /** Every key of {@link ListenHandlerOptions}, checked against the interface by the compiler. */
@@ -103,6 +102,7 @@ export function checkListenOptions<Req>(
   optionsObject(options);
   const elsewhere: Record<string, string> = {};
   for (const key of HUB_ONLY_KEYS) elsewhere[key] = HUB_OPTION_HINT;
+  removedOptions(options, REMOVED_HUB_OPTIONS, scope.where);
   knownKeys(options, [...LISTEN_OPTION_KEYS, ...(scope.extraKeys ?? [])], scope.where, {
     ...elsewhere,
     ...scope.elsewhere,
@@ -110,9 +110,11 @@ export function checkListenOptions<Req>(
   const later = scope.suppliedLater ?? [];
   const hub = options.hub;
   if (!(hub === undefined && later.includes('hub')) && !isHub(hub)) {
+    // A hub is known by its brand: an object with a hub's methods (a wrapper, a mock) is not one.
     throw new OptionsError(
       hub === undefined ? ErrorCode.MissingOption : ErrorCode.InvalidHub,
-      `Expected \`hub\` to be a SubscriptionHub, got ${describeValue(hub)}`,
+      `Expected \`hub\` of ${scope.where} to be the hub your services publish to, made with \`new SubscriptionHub()\` ` +
+        `imported from 'mcp-subscriptions' (not an object shaped like one), got ${describeValue(hub)}`,
     );
   }
   if (options.capabilities === undefined) {
@@ -171,11 +173,6 @@ export function checkListenOptions<Req>(
   };
 }
 
-/** A hub by shape, as the engine uses it: a hub from another copy of the package is still a hub. */
-export function isHub(value: unknown): value is SubscriptionHub {
-  return typeof value === 'object' && value !== null && typeof (value as SubscriptionHub).reserve === 'function';
-}
-
 /**
  * Applies defaults to listen options and validates them ({@link checkListenOptions}, the hub
  * included); never mutates its input.
@@ -212,6 +209,7 @@ export function createListenHandler<Req = unknown>(
 ): ListenHandler<Req> {
   const resolved = resolveListenOptions(options, scope);
   const { hub, capabilities, logger } = resolved;
+  const engine = hubEngine(hub);
   const parseOptions = {
     protocolVersions: resolved.protocolVersions,
     maxFilterEntries: resolved.maxFilterEntries,
@@ -308,7 +306,7 @@ export function createListenHandler<Req = unknown>(
     const { principal } = input;
     let reservation;
     try {
-      reservation = hub.reserve(principal, request.id);
+      reservation = engine.reserve(principal, request.id);
     } catch (error) {
       if (hasErrorCode(error, ErrorCode.Protocol)) writeProtocolError(res, error as ProtocolError);
       else fail(res, error, request.id);
@@ -400,7 +398,7 @@ export function createListenHandler<Req = unknown>(
     // An anonymous identity is used by one request only: nothing else may cancel its stream.
     if (isAnonymous(principal)) return false;
     const requestId = cancelledRequestId(body);
-    return requestId !== undefined && hub.cancel(principal, requestId) > 0;
+    return requestId !== undefined && engine.cancel(principal, requestId) > 0;
   }
 
   return Object.freeze({ options: resolved, handle, cancel });

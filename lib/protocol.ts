@@ -16,8 +16,11 @@ import {
 } from './events.ts';
 import { describeValue, EventError, ProtocolError } from './errors.ts';
 import { sseFrame, splitFrame, type SplitFrame } from './sse.ts';
-import type { HeaderBag, NotificationFilter, RequestId, SubscriptionEvent } from './types.ts';
+import type { NotificationFilter, RequestId, SubscriptionEvent } from './types.ts';
 import { isPlainObject } from './validate.ts';
+
+/** Request headers as Node gives them: lower-case names. */
+export type HeaderBag = Readonly<Record<string, string | readonly string[] | undefined>>;
 
 /** A validated listen request: what the engine needs, and nothing of the body besides. */
 export interface ListenRequest {
@@ -58,10 +61,16 @@ export function isAbsoluteUri(value: string): boolean {
   return ABSOLUTE_ASCII_URI.test(value) || ABSOLUTE_URI.test(value);
 }
 
-/** A header's value; one given several times reads as Node joins it (`a, b`), so it matches no single value. */
-function header(headers: HeaderBag, name: string): string | undefined {
-  const value = headers[name];
+/**
+ * A header's value as Node gives it; one given several times reads as Node joins it (`a, b`), so that
+ * a repeated header matches no single value (two `Mcp-Method` headers are a mismatch, not the first).
+ */
+function headerValue(value: string | readonly string[] | undefined): string | undefined {
   return typeof value === 'string' ? value : value?.join(', ');
+}
+
+function header(headers: HeaderBag, name: string): string | undefined {
+  return headerValue(headers[name]);
 }
 
 function invalidParams(message: string, id: RequestId | null): ProtocolError {

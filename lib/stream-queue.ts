@@ -3,29 +3,21 @@
  * a stream that keeps up never allocates one.
  */
 import type { SplitFrame } from './sse.ts';
-import type { OverflowPolicy } from './types.ts';
-
-/** The overflow policies, for validation. */
-export const OVERFLOW_POLICIES: readonly OverflowPolicy[] = Object.freeze(['drop-oldest', 'drop-newest', 'close']);
 
 /** What happened to one event offered to the queue. */
-export type QueueOutcome = 'queued' | 'coalesced' | 'dropped-oldest' | 'dropped' | 'overflow';
+export type QueueOutcome = 'queued' | 'coalesced';
 
 /**
  * Insertion-ordered map from a coalescing key to the frame to write. Events are level-triggered
  * ("the tools list changed", "this URI changed"), so a second one with a key already queued merges
  * into the queued entry in place: a queue never holds more entries than the distinct keys of the
- * stream's filter. The frames are the publish's own split frames, shared by every stream it reached;
+ * stream's filter, which bounds it (no count of its own could be lower without dropping the latest
+ * state of a key unseen). The frames are the publish's own split frames, shared by every stream it reached;
  * the stream's id is spliced in only when they are written, so an entry costs a reference, whatever
  * the size of the listen id.
  */
 export class StreamQueue {
   private readonly entries = new Map<string, SplitFrame>();
-
-  constructor(
-    private readonly max: number,
-    private readonly policy: OverflowPolicy,
-  ) {}
 
   /** Frames currently queued. */
   get size(): number {
@@ -35,28 +27,10 @@ export class StreamQueue {
   /** Offers one frame under its coalescing key. */
   push(key: string, frame: SplitFrame): QueueOutcome {
     // Map.set on an existing key keeps its position: the merged event goes out where the first was.
-    // Below the bound, one set says which it was (the size grew or not): one lookup, not two.
+    // One set says which it was (the size grew or not): one lookup, not two.
     const before = this.entries.size;
-    if (before < this.max) {
-      this.entries.set(key, frame);
-      return this.entries.size === before ? 'coalesced' : 'queued';
-    }
-    if (this.entries.has(key)) {
-      this.entries.set(key, frame);
-      return 'coalesced';
-    }
-    switch (this.policy) {
-      case 'drop-newest':
-        return 'dropped';
-      case 'close':
-        return 'overflow';
-      case 'drop-oldest': {
-        const oldest = this.entries.keys().next().value as string;
-        this.entries.delete(oldest);
-        this.entries.set(key, frame);
-        return 'dropped-oldest';
-      }
-    }
+    this.entries.set(key, frame);
+    return this.entries.size === before ? 'coalesced' : 'queued';
   }
 
   /**

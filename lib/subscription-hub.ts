@@ -6,7 +6,6 @@
 import { MemoryBus } from './bus.ts';
 import {
   consoleLogger,
-  overflowChannel,
   publishChannel,
   streamCloseChannel,
   streamOpenChannel,
@@ -20,29 +19,32 @@ import {
   ProtocolError,
   SUBSCRIPTION_LIMIT_MESSAGE,
 } from './errors.ts';
-import { KeepAliveClocks, ListenStream, TickFlush, type StreamCounters, type StreamShared } from './listen-stream.ts';
+import {
+  KeepAliveClocks,
+  ListenStream,
+  TickFlush,
+  type StreamCounters,
+  type StreamResponse,
+  type StreamShared,
+} from './listen-stream.ts';
 import { ANONYMOUS_GROUP, quotaKey } from './principal.ts';
 import { eventFrame, validateEvent } from './protocol.ts';
 import type { SplitFrame } from './sse.ts';
-import { OVERFLOW_POLICIES } from './stream-queue.ts';
 import type {
   BusMember,
   CloseReason,
   FilterSummary,
+  Hub,
   HubStats,
   ListChangedKind,
   McpChangeEvent,
   NotificationFilter,
-  OpenInit,
-  OverflowMessage,
   PublishMessage,
   PublishReport,
   RequestId,
-  Reservation,
   ResolvedHubOptions,
   StreamCloseMessage,
   StreamOpenMessage,
-  StreamResponse,
   SubscriptionBus,
   SubscriptionEvent,
   SubscriptionHubOptions,
@@ -55,17 +57,15 @@ import {
   given,
   knownKeys,
   loggerOption,
-  oneOf,
   optionKeys,
   optionsObject,
   positiveInteger,
   positiveIntegerOrFalse,
+  removedOptions,
 } from './validate.ts';
 
 /** Every key of {@link SubscriptionHubOptions}, checked against the interface by the compiler. */
 export const HUB_OPTION_KEYS = optionKeys<SubscriptionHubOptions>({
-  maxBuffer: true,
-  overflow: true,
   maxSubscriptions: true,
   maxSubscriptionsPerPrincipal: true,
   bus: true,
@@ -76,13 +76,27 @@ export const HUB_OPTION_KEYS = optionKeys<SubscriptionHubOptions>({
 });
 
 /**
+ * The hub's removed options, each with what replaced it: refused with `ERR_MCP_SUBSCRIPTIONS_REMOVED_OPTION`
+ * wherever they are given (the hub, the middleware, the Nest module), never ignored.
+ */
+export const REMOVED_HUB_OPTIONS: Readonly<Record<string, string>> = Object.freeze({
+  maxBuffer:
+    "a stream's queue holds one entry per key its filter follows (the latest event of each list kind, URI " +
+    'and task id), so no bound is needed, and `stallTimeoutMs` bounds the memory of a client that stops reading; ' +
+    'remove it',
+  overflow:
+    "a stream's queue holds one entry per key its filter follows, so it never overflows and no policy " +
+    'applies; `stallTimeoutMs` closes a stream whose client stops reading; remove it',
+});
+
+/**
  * Applies defaults to hub options and validates them; never mutates its input. Unknown keys are
- * refused, with the nearest known one suggested.
+ * refused, with the nearest known one suggested; removed ones with what replaced them.
  */
 export function resolveHubOptions(options: SubscriptionHubOptions = {}): ResolvedHubOptions {
   optionsObject(options);
+  removedOptions(options, REMOVED_HUB_OPTIONS, 'new SubscriptionHub()');
   knownKeys(options, HUB_OPTION_KEYS, 'new SubscriptionHub()');
-  const overflow = oneOf('overflow', given(options.overflow, 'drop-oldest'), OVERFLOW_POLICIES);
   const bus = options.bus === undefined ? new MemoryBus() : options.bus;
   if (typeof (bus as Partial<SubscriptionBus> | null)?.join !== 'function') {
     throw new OptionsError(
@@ -92,8 +106,6 @@ export function resolveHubOptions(options: SubscriptionHubOptions = {}): Resolve
   }
   const logger = loggerOption('logger', given<unknown>(options.logger, consoleLogger));
   return Object.freeze({
-    maxBuffer: positiveInteger('maxBuffer', given(options.maxBuffer, 100)),
-    overflow,
     maxSubscriptions: positiveInteger('maxSubscriptions', given(options.maxSubscriptions, 1024)),
     maxSubscriptionsPerPrincipal: positiveIntegerOrFalse(
       'maxSubscriptionsPerPrincipal',
@@ -112,6 +124,62 @@ const UNCHECKED_LISTEN_MESSAGE =
   "a subscriptions/listen request reached the MCP SDK's own handler, past mcp-subscriptions, so its URIs were " +
   'never checked: it was refused (HTTP 500). Mount mcpSubscriptions() in front of the SDK handler, on the same ' +
   'route (Express); in Nest, serve MCP from a controller route, not from a handler mounted on the HTTP adapter';
+
+/** What `Reservation.open()` needs besides the response. */
+export interface OpenInit {
+  readonly id: RequestId;
+  readonly filter: NotificationFilter;
+  readonly keepAliveMs: number | false;
+  readonly ackFrame: string;
+  /**
+   * Builds the terminal result frame from the id as JSON, when the stream ends gracefully: one function
+   * per engine, so that an open stream keeps no copy of a frame it writes at most once.
+   */
+  readonly resultFrame: (idJson: string) => string;
+}
+
+/** A capacity slot held while a listen request is authorized (see {@link HubEngine.reserve}). */
+export interface Reservation {
+  /** Opens the stream on `res` (headers, then the ack) and registers it; or completes it at once when its filter is empty. */
+  open(res: StreamResponse, init: OpenInit): ListenStream;
+  /** Gives the slot back without opening (the client left, or authorization failed). Idempotent. */
+  release(): void;
+}
+
+/** What the listen engine does with a hub beyond its public face ({@link Hub}). */
+export interface HubEngine {
+  /**
+   * Holds a slot for a listen request before its URIs are authorized, so concurrent requests cannot
+   * exceed the bounds. Throws the spec's -32603 "Subscription limit reached" (HTTP 503) when full.
+   */
+  reserve(principal: string, id?: RequestId | null): Reservation;
+  /**
+   * A `notifications/cancelled` for `principal`'s listen `id`: closes, without writing anything
+   * more, this node's open streams of that principal with that id, and returns how many. When this
+   * node holds none, the cancellation goes to the bus, so that the node holding the stream closes it
+   * (for the same principal only).
+   */
+  cancel(principal: string, id: RequestId): number;
+}
+
+/**
+ * The brand of a hub, under which it keeps its {@link HubEngine}. A registered symbol, so that a hub
+ * made by one copy of the package is still a hub to the engine of another (the style's "checks go by
+ * code, not instanceof"); the engine face is not on the public type, so host code never sees it.
+ */
+const HUB_ENGINE = Symbol.for('mcp-subscriptions.hub-engine');
+
+/** Whether `value` is a `SubscriptionHub` (of this copy of the package or another): by its brand. */
+export function isHub(value: unknown): value is SubscriptionHub {
+  return (
+    typeof value === 'object' && value !== null && typeof (value as { [HUB_ENGINE]?: unknown })[HUB_ENGINE] === 'object'
+  );
+}
+
+/** The engine face of a hub that {@link isHub} admitted. */
+export function hubEngine(hub: Hub): HubEngine {
+  return (hub as Hub & { readonly [HUB_ENGINE]: HubEngine })[HUB_ENGINE];
+}
 
 function requestKey(principal: string, id: RequestId): string {
   return `${principal}\u0000${typeof id === 'number' ? 'n' : 's'}${id}`;
@@ -166,17 +234,6 @@ function offer(
     case 'coalesced':
       report.coalesced++;
       break;
-    case 'dropped-oldest':
-      report.queued++;
-      report.dropped++;
-      break;
-    case 'dropped':
-      report.dropped++;
-      break;
-    case 'overflow':
-      report.dropped++;
-      report.closed++;
-      break;
     case 'closed':
       break;
   }
@@ -193,18 +250,18 @@ function filterSummary(filter: NotificationFilter): FilterSummary {
 }
 
 /**
- * Fans change events out to every open listen stream that asked for them.
+ * Fans change events out to every open listen stream that asked for them. Its methods are documented
+ * on {@link Hub}, the public face it implements.
  *
  * @example
  * ```ts
- * const hub = new SubscriptionHub({ maxBuffer: 100 });
+ * const hub = new SubscriptionHub({ maxSubscriptions: 1024 });
  * hub.toolsListChanged();
  * hub.resourceUpdated('note://alice/todo');
  * await hub.close(); // on shutdown: every stream ends with its terminal result
  * ```
  */
-export class SubscriptionHub {
-  /** The resolved options. */
+export class SubscriptionHub implements Hub {
   readonly options: ResolvedHubOptions;
 
   private readonly streams = new Set<ListenStream>();
@@ -227,7 +284,6 @@ export class SubscriptionHub {
     cancelled: 0,
     complete: 0,
     empty: 0,
-    overflow: 0,
     stalled: 0,
     failed: 0,
   };
@@ -247,16 +303,19 @@ export class SubscriptionHub {
   constructor(options: SubscriptionHubOptions = {}) {
     this.options = resolveHubOptions(options);
     this.shared = {
-      maxBuffer: this.options.maxBuffer,
-      overflow: this.options.overflow,
       endTimeoutMs: this.options.completeTimeoutMs,
       stallTimeoutMs: this.options.stallTimeoutMs,
       counters: this.counters,
       onClose: this.onStreamClose,
-      onOverflow: this.onStreamOverflow,
       flush: new TickFlush(),
       keepAlive: new KeepAliveClocks(),
     };
+    // The engine face: a property of its own, not a member of the class, so that it is on no public type.
+    const engine: HubEngine = Object.freeze({
+      reserve: (principal: string, id: RequestId | null = null) => this.#reserve(principal, id),
+      cancel: (principal: string, id: RequestId) => this.#cancel(principal, id),
+    });
+    Object.defineProperty(this, HUB_ENGINE, { value: engine });
     this.member = this.options.bus.join({
       event: (event) => {
         try {
@@ -275,40 +334,30 @@ export class SubscriptionHub {
     });
   }
 
-  /** Tells every stream listening for tool list changes. */
   toolsListChanged(): PublishReport {
     return this.publish({ kind: 'tools_list_changed' });
   }
 
-  /** Tells every stream listening for prompt list changes. */
   promptsListChanged(): PublishReport {
     return this.publish({ kind: 'prompts_list_changed' });
   }
 
-  /** Tells every stream listening for resource list changes. */
   resourcesListChanged(): PublishReport {
     return this.publish({ kind: 'resources_list_changed' });
   }
 
-  /** Tells every stream subscribed to `uri` (an absolute URI) that the resource changed. */
   resourceUpdated(uri: string): PublishReport {
     return this.publish({ kind: 'resource_updated', uri });
   }
 
-  /** Sends a task's full state to its owner's streams that listen for its id (Tasks extension). */
   taskStatus(task: TaskState, owner: string): PublishReport {
     return this.publish({ kind: 'task_status', task, owner });
   }
 
-  /**
-   * Publishes an event: delivers it to this node's streams, then hands it to the bus for the other
-   * nodes. Accepts the official SDK's `ServerEvent` shape, so the hub can be the SDK's `bus`.
-   * Throws an `EventError` for an invalid event; returns what happened on this node.
-   */
   publish(event: SubscriptionEvent): PublishReport {
     const valid = validateEvent(event);
     // Host code may still publish while the app shuts down: a closed hub delivers nothing, quietly.
-    if (this.closing) return { matched: 0, written: 0, queued: 0, coalesced: 0, dropped: 0, closed: 0 };
+    if (this.closing) return { matched: 0, written: 0, queued: 0, coalesced: 0 };
     const report = this.deliver(valid);
     // The bus contract says publish never throws; one that does must still not reach the host's route
     // (the event was delivered here). Inline, not through a helper: no closure per publish.
@@ -359,11 +408,8 @@ export class SubscriptionHub {
     };
   }
 
-  /**
-   * Holds a slot for a listen request before its URIs are authorized, so concurrent requests cannot
-   * exceed the bounds. Throws the spec's -32603 "Subscription limit reached" (HTTP 503) when full.
-   */
-  reserve(principal: string, id: RequestId | null = null): Reservation {
+  /** {@link HubEngine.reserve}. */
+  #reserve(principal: string, id: RequestId | null): Reservation {
     const { maxSubscriptions, maxSubscriptionsPerPrincipal, retryAfterSeconds } = this.options;
     // Anonymous callers are counted as one principal: each has an identity of its own (lib/principal.ts).
     const quota = quotaKey(principal);
@@ -413,13 +459,8 @@ export class SubscriptionHub {
     };
   }
 
-  /**
-   * A `notifications/cancelled` for `principal`'s listen `id`: closes, without writing anything
-   * more, this node's open streams of that principal with that id, and returns how many. When this
-   * node holds none, the cancellation goes to the bus, so that the node holding the stream closes it
-   * (for the same principal only).
-   */
-  cancel(principal: string, id: RequestId): number {
+  /** {@link HubEngine.cancel}. */
+  #cancel(principal: string, id: RequestId): number {
     const closed = this.cancelHere(principal, id);
     if (closed === 0 && !this.closing) {
       try {
@@ -432,7 +473,6 @@ export class SubscriptionHub {
     return closed;
   }
 
-  /** A snapshot of the hub's state and counters. */
   stats(): HubStats {
     let queued = 0;
     for (const stream of this.streams) queued += stream.queued;
@@ -462,15 +502,9 @@ export class SubscriptionHub {
       refused: this.refused,
       uncheckedListens: this.uncheckedListens,
       maxSubscriptions: this.options.maxSubscriptions,
-      maxBuffer: this.options.maxBuffer,
     };
   }
 
-  /**
-   * Open streams per principal, by name: for operators only. Principal names are personal data, so
-   * {@link stats} (which hosts expose) carries counts only; do not serve this to clients. Anonymous
-   * streams are not listed (they are `openStreams` minus the sum).
-   */
   openByPrincipal(): Record<string, number> {
     const counts = this.countByPrincipal();
     counts.delete(ANONYMOUS_GROUP);
@@ -487,19 +521,11 @@ export class SubscriptionHub {
     return counts;
   }
 
-  /**
-   * Ends every open stream gracefully: writes what each has queued, then the terminal result, then
-   * ends the response. New streams may still open afterwards (see {@link close}).
-   */
   async complete(): Promise<void> {
     const timeout = this.options.completeTimeoutMs;
     await Promise.all([...this.streams].map((stream) => stream.end('complete', true, timeout)));
   }
 
-  /**
-   * Refuses new streams (HTTP 503) and ignores further events, completes every open stream, and
-   * leaves the bus. Idempotent.
-   */
   async close(): Promise<void> {
     if (this.closing) return;
     this.closing = true;
@@ -630,16 +656,6 @@ export class SubscriptionHub {
     }
   };
 
-  private readonly onStreamOverflow = (stream: ListenStream): void => {
-    if (overflowChannel.hasSubscribers) {
-      overflowChannel.publish({
-        principal: stream.principal,
-        policy: this.options.overflow,
-        queued: stream.queued,
-      } satisfies OverflowMessage);
-    }
-  };
-
   private decrementPrincipal(principal: string): void {
     const quota = quotaKey(principal);
     const count = (this.perPrincipal.get(quota) ?? 1) - 1;
@@ -661,7 +677,7 @@ export class SubscriptionHub {
       default:
         targets = this.byList[event.kind];
     }
-    const report: PublishReport = { matched: 0, written: 0, queued: 0, coalesced: 0, dropped: 0, closed: 0 };
+    const report: PublishReport = { matched: 0, written: 0, queued: 0, coalesced: 0 };
     if (targets !== undefined && (!(targets instanceof Set) || targets.size > 0)) {
       const frame = eventFrame(event);
       const key =

@@ -1,12 +1,12 @@
 /**
  * Every public option and type of `mcp-subscriptions`, in one place. The engine's modules hold
- * behaviour only and take their shapes from here.
+ * behaviour only and take their public shapes from here.
  *
- * Only types live here: this file imports the two classes it names (`SubscriptionHub`,
- * `ListenStream`) as types, so it adds no edge to the module graph at run time.
+ * A leaf: it imports nothing, so that every module may take its shapes from here without an import
+ * circle. The types only the engine and its adapters use live beside the code that uses them
+ * (`StreamResponse` with the stream, `Reservation` with the hub, `ListenHandler` with the HTTP face),
+ * behind lib/internal.ts.
  */
-import type { ListenStream } from './listen-stream.ts';
-import type { SubscriptionHub } from './subscription-hub.ts';
 
 // ---------------------------------------------------------------------------------------------------
 // Events: what host code publishes
@@ -120,15 +120,6 @@ export interface ServerCapabilitiesFragment {
 // The hub
 // ---------------------------------------------------------------------------------------------------
 
-/**
- * What a full stream queue does with one more distinct event:
- * - `'drop-oldest'`: forget the oldest queued event, keep the new one (the client learns of the
- *   latest changes first);
- * - `'drop-newest'`: keep what is queued, drop the new one;
- * - `'close'`: end the stream; the client re-listens and refreshes.
- */
-export type OverflowPolicy = 'drop-oldest' | 'drop-newest' | 'close';
-
 /** Where runtime failures are reported. `console` fits; so do pino and winston loggers. */
 export interface Logger {
   warn(message: string, details?: Record<string, unknown>): void;
@@ -169,29 +160,19 @@ export interface SubscriptionBus {
   join(listener: BusListener): BusMember;
 }
 
-/** Options of `new SubscriptionHub(options)`. Unknown keys are refused. */
+/**
+ * Options of `new SubscriptionHub(options)`. Unknown keys are refused, and so are the removed
+ * `maxBuffer` and `overflow`, with what replaced them.
+ *
+ * A stream's queue needs no bound of its own: while its client does not keep up, it holds one entry
+ * per key its filter follows (one per list kind, URI and task id: at most 3 + 2 × `maxFilterEntries`),
+ * and a newer event for a key replaces the queued one in place. So no list change, resource update or
+ * task's final state is ever dropped unseen, and a stream that drains receives the latest of
+ * everything it follows. Memory stays bounded all the same: a queued entry is a reference to the frame
+ * its publish shares with every stream it reached (whatever the listen id's size), and a stream that
+ * accepts nothing for `stallTimeoutMs` is closed.
+ */
 export interface SubscriptionHubOptions {
-  /**
-   * Most events queued per stream while its client does not keep up (a positive integer), raised for
-   * each stream to the number of keys its filter follows (one per list kind, URI and task id: at most
-   * 3 + 2 × `maxFilterEntries`).
-   *
-   * The guarantee: the latest state of every key a stream follows survives backpressure. Coalescing
-   * keeps one queued event per key (a newer one replaces it in place), and the bound is never below
-   * the number of keys, so no list change, resource update or task's final state is ever dropped
-   * unseen; a stream that drains receives the latest of everything it follows. So a queue never
-   * overflows, and `overflow` does not come into play. Memory stays bounded all the same: a queued
-   * event is a reference to the frame its publish shares with every stream it reached (whatever the
-   * listen id's size), and a stream that accepts nothing for `stallTimeoutMs` is closed.
-   * @default 100
-   */
-  readonly maxBuffer?: number;
-  /**
-   * What a full queue does with one more event. A queue is never smaller than the keys its stream
-   * follows, so it does not fill (see `maxBuffer`).
-   * @default 'drop-oldest'
-   */
-  readonly overflow?: OverflowPolicy;
   /** Open listen streams in this process (a positive integer); the next one is refused with HTTP 503. @default 1024 */
   readonly maxSubscriptions?: number;
   /**
@@ -237,12 +218,8 @@ export interface PublishReport {
   written: number;
   /** Streams that queued it behind a slow socket. */
   queued: number;
-  /** Streams that merged it into an identical event already queued. */
+  /** Streams that merged it into the queued event of the same key (the same list kind, URI or task). */
   coalesced: number;
-  /** Streams whose full queue dropped an event for it (see `overflow`). */
-  dropped: number;
-  /** Streams closed by the `'close'` overflow policy. */
-  closed: number;
 }
 
 /** Why a stream ended. */
@@ -255,8 +232,6 @@ export type CloseReason =
   | 'complete'
   /** Nothing of the filter was honoured: acknowledged, then completed at once. */
   | 'empty'
-  /** Its queue overflowed under the `'close'` policy. */
-  | 'overflow'
   /** Its client accepted no byte for `stallTimeoutMs`: the socket was destroyed. */
   | 'stalled'
   /** Writing to its response threw (a middleware's wrapped `res.write`, say): the response was destroyed. */
@@ -288,7 +263,9 @@ export interface HubStats {
   published: number;
   /** Frames handed to sockets (batched per tick; a stream cancelled in the same tick discards its batch). */
   written: number;
+  /** Events merged into the queued event of the same key. */
   coalesced: number;
+  /** Events discarded unsent from the queues of streams closed as `'stalled'`. */
   dropped: number;
   opened: number;
   closed: Record<CloseReason, number>;
@@ -302,7 +279,59 @@ export interface HubStats {
    */
   uncheckedListens: number;
   maxSubscriptions: number;
-  maxBuffer: number;
+}
+
+/**
+ * What host code can do with a hub: the public face of `SubscriptionHub`, which implements it. An
+ * entry point that takes a `hub` wants a `new SubscriptionHub()` (recognised by a brand that two copies
+ * of the package share, not by its shape): an object of this shape made by hand is refused.
+ */
+export interface Hub {
+  /** The resolved options. */
+  readonly options: ResolvedHubOptions;
+  /** Tells every stream listening for tool list changes. */
+  toolsListChanged(): PublishReport;
+  /** Tells every stream listening for prompt list changes. */
+  promptsListChanged(): PublishReport;
+  /** Tells every stream listening for resource list changes. */
+  resourcesListChanged(): PublishReport;
+  /** Tells every stream subscribed to `uri` (an absolute URI) that the resource changed. */
+  resourceUpdated(uri: string): PublishReport;
+  /** Sends a task's full state to its owner's streams that listen for its id (Tasks extension). */
+  taskStatus(task: TaskState, owner: string): PublishReport;
+  /**
+   * Publishes an event: delivers it to this node's streams, then hands it to the bus for the other
+   * nodes. Accepts the official SDK's `ServerEvent` shape, so the hub can be the SDK's `bus`.
+   * Throws an `EventError` for an invalid event; returns what happened on this node.
+   */
+  publish(event: SubscriptionEvent): PublishReport;
+  /**
+   * The SDK's `ServerEventBus.subscribe`: registers a listener for the four MCP change events this hub
+   * delivers (published here or arriving over the bus), so the hub can be passed as the SDK's `bus`.
+   * Task events are left out: an SDK listener does not know them (see {@link subscribeAll}). Returns an
+   * idempotent unsubscribe.
+   */
+  subscribe(listener: (event: McpChangeEvent) => void): () => void;
+  /** Registers a listener for every event this hub delivers, task events included. Returns an idempotent unsubscribe. */
+  subscribeAll(listener: (event: SubscriptionEvent) => void): () => void;
+  /** A snapshot of the hub's state and counters: counts only, safe to expose. */
+  stats(): HubStats;
+  /**
+   * Open streams per principal, by name: for operators only. Principal names are personal data, so
+   * {@link stats} (which hosts expose) carries counts only; do not serve this to clients. Anonymous
+   * streams are not listed (they are `openStreams` minus the sum).
+   */
+  openByPrincipal(): Record<string, number>;
+  /**
+   * Ends every open stream gracefully: writes what each has queued, then the terminal result, then
+   * ends the response. New streams may still open afterwards (see {@link close}).
+   */
+  complete(): Promise<void>;
+  /**
+   * Refuses new streams (HTTP 503) and ignores further events, completes every open stream, and
+   * leaves the bus. Idempotent.
+   */
+  close(): Promise<void>;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -340,8 +369,8 @@ export type ResourceCheck<Req = unknown> = (item: string, context: CheckContext<
  * Unknown keys are refused at construction.
  */
 export interface ListenHandlerOptions<Req = unknown> {
-  /** The hub whose events the streams deliver. Required. */
-  readonly hub: SubscriptionHub;
+  /** The hub whose events the streams deliver: a `new SubscriptionHub()`. Required. */
+  readonly hub: Hub;
   /**
    * What the server offers, declared once: the acknowledgement is narrowed to it, and
    * `advertiseOffer(server, capabilities)` makes `server/discover` advertise exactly it. Required.
@@ -401,7 +430,7 @@ export interface ListenHandlerOptions<Req = unknown> {
 
 /** Listen options after defaults and validation. */
 export interface ResolvedListenOptions<Req = unknown> {
-  readonly hub: SubscriptionHub;
+  readonly hub: Hub;
   readonly capabilities: ResolvedCapabilities;
   readonly canRead: ResourceCheck<Req> | undefined;
   readonly handleSubscribeResource: ResourceCheck<Req> | undefined;
@@ -481,14 +510,6 @@ export interface PublishMessage extends Readonly<PublishReport> {
   readonly kind: SubscriptionEventKind;
 }
 
-/** Published on `DiagnosticsChannel.Overflow` when a stream's queue is full, before its policy acts. */
-export interface OverflowMessage {
-  readonly principal: string;
-  readonly policy: OverflowPolicy;
-  /** Events queued on that stream when it overflowed. */
-  readonly queued: number;
-}
-
 /**
  * Published on `DiagnosticsChannel.CheckError` when a host check or hook threw, rejected or timed out
  * and its item was left out. The error itself is not published (it may quote the URI): its name and
@@ -510,82 +531,4 @@ export interface CheckErrorMessage {
 export interface UncheckedListenMessage {
   /** The hub's `stats().uncheckedListens`, this one included. */
   readonly uncheckedListens: number;
-}
-
-// ---------------------------------------------------------------------------------------------------
-// For adapters (public as types, since the hub's and the engine's signatures name them)
-// ---------------------------------------------------------------------------------------------------
-
-/** Request headers as Node gives them: lower-case names. */
-export type HeaderBag = Readonly<Record<string, string | readonly string[] | undefined>>;
-
-/**
- * The part of Node's `ServerResponse` a stream uses. Adapters hand the raw response of their
- * framework (Express's `res`, Fastify's `reply.raw`, Nest's underlying response).
- */
-export interface StreamResponse {
-  writeHead(statusCode: number, headers: Record<string, string>): unknown;
-  write(chunk: string): boolean;
-  end(chunk?: string): unknown;
-  on(event: 'drain' | 'close', listener: () => void): unknown;
-  once(event: 'drain' | 'close', listener: () => void): unknown;
-  removeListener(event: 'drain' | 'close', listener: () => void): unknown;
-  destroy(): unknown;
-  readonly destroyed: boolean;
-  readonly writableEnded: boolean;
-  readonly headersSent: boolean;
-  /**
-   * Bytes written but not yet handed to the operating system. After the terminal result, a response
-   * that still holds some is watched until it closes, within `completeTimeoutMs`, then destroyed.
-   * A response without it is taken to have sent everything.
-   */
-  readonly writableLength?: number;
-  readonly socket?: { setNoDelay?(noDelay?: boolean): unknown } | null;
-}
-
-/** What `Reservation.open()` needs besides the response. */
-export interface OpenInit {
-  readonly id: RequestId;
-  readonly filter: NotificationFilter;
-  readonly keepAliveMs: number | false;
-  readonly ackFrame: string;
-  /**
-   * Builds the terminal result frame from the id as JSON, when the stream ends gracefully: one function
-   * per engine, so that an open stream keeps no copy of a frame it writes at most once.
-   */
-  readonly resultFrame: (idJson: string) => string;
-}
-
-/** A capacity slot held while a listen request is authorized (`hub.reserve()`, used by the engine). */
-export interface Reservation {
-  /** Opens the stream on `res` (headers, then the ack) and registers it; or completes it at once when its filter is empty. */
-  open(res: StreamResponse, init: OpenInit): ListenStream;
-  /** Gives the slot back without opening (the client left, or authorization failed). Idempotent. */
-  release(): void;
-}
-
-/** One request as an adapter hands it to the engine. */
-export interface ListenInput<Req = unknown> {
-  /** The parsed JSON body; or `undefined` with `rawBody` set when the adapter read the bytes itself. */
-  readonly body?: unknown;
-  /** The body's bytes, when no body parser ran. */
-  readonly rawBody?: string | Buffer;
-  readonly headers: HeaderBag;
-  readonly principal: string;
-  readonly request: Req;
-}
-
-/** The engine's face to adapters (`middleware.handler` in Express). */
-export interface ListenHandler<Req = unknown> {
-  readonly options: ResolvedListenOptions<Req>;
-  /**
-   * Serves one listen request on `res`: a JSON-RPC error response before any stream opens, or the
-   * stream. Never rejects: runtime failures are logged and close only this response.
-   */
-  handle(input: ListenInput<Req>, res: StreamResponse): Promise<void>;
-  /**
-   * Handles a `notifications/cancelled` body: closes the caller's open streams it names. Returns
-   * `false` when it names none (the adapter passes it on to the host's MCP server).
-   */
-  cancel(principal: string, body: unknown): boolean;
 }

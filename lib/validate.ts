@@ -1,7 +1,7 @@
 /**
  * Option validation, in one place for every entry point (the hub, the listen engine, the Express
  * middleware, the Nest module). Each check throws an `OptionsError` with a code of its own and a
- * message in the p-queue manner, naming the field: ``Expected `maxBuffer` to be a positive integer,
+ * message in the p-queue manner, naming the field: ``Expected `maxSubscriptions` to be a positive integer,
  * got `-5` (number)``. Unknown keys are refused with the nearest known one suggested.
  */
 import { describeValue, ErrorCode, OptionsError } from './errors.ts';
@@ -57,7 +57,7 @@ function distance(a: string, b: string): number {
 
 /**
  * The known key nearest to `key`, when it is near enough to be a typo: at most a third of the
- * key's length in edits (so `maxBufer` finds `maxBuffer`, and `foo` finds nothing).
+ * key's length in edits (so `maxSubscription` finds `maxSubscriptions`, and `foo` finds nothing).
  */
 export function nearestKey(key: string, known: readonly string[]): string | undefined {
   let best: string | undefined;
@@ -74,7 +74,7 @@ export function nearestKey(key: string, known: readonly string[]): string | unde
 
 /**
  * Refuses keys that `where` does not take. `elsewhere` maps keys that belong to another entry point
- * to a hint saying where they go (`maxBuffer` given to the middleware belongs to the hub). `noun`
+ * to a hint saying where they go (`maxSubscriptions` given to the middleware belongs to the hub). `noun`
  * names what a key is (`option`, `capability`).
  */
 export function knownKeys(
@@ -95,6 +95,19 @@ export function knownKeys(
           ? `did you mean \`${near}\`?`
           : `expected one of ${known.map((k) => `\`${k}\``).join(', ')}`;
     throw new OptionsError(ErrorCode.UnknownOption, `Unknown ${noun} \`${key}\` of ${where}; ${advice}`);
+  }
+}
+
+/**
+ * Refuses options that `where` no longer takes, each with `removed[key]`, what replaced it: an option
+ * that was accepted and ignored would let a user believe it still does something.
+ */
+export function removedOptions(options: object, removed: Readonly<Record<string, string>>, where: string): void {
+  for (const key of Object.keys(options)) {
+    const replacement = Object.hasOwn(removed, key) ? removed[key] : undefined;
+    if (replacement !== undefined) {
+      throw new OptionsError(ErrorCode.RemovedOption, `Option \`${key}\` of ${where} was removed: ${replacement}`);
+    }
   }
 }
 

@@ -54,9 +54,10 @@ export type {
   NotificationItem,
   NotificationMatch,
   NotificationParams,
+  OverflowPolicy,
   ReconnectOptions,
   SubscriptionItem,
   WaitForOptions,
 } from './types.ts';
 export { ErrorCode, hasErrorCode } from '../../lib/core.ts';
-export type { NotificationFilter, OverflowPolicy, RequestId } from '../../lib/core.ts';
+export type { NotificationFilter, RequestId } from '../../lib/core.ts';

@@ -8,8 +8,7 @@
  * (`#tailDrops`), and `shift()` hands out a pending count as a `dropped` item before that entry. So
  * dropping costs no allocation and no splice, and consecutive drops merge by themselves.
  */
-import type { OverflowPolicy } from '../../lib/core.ts';
-import type { DroppedItem, NotificationItem, SubscriptionItem } from './types.ts';
+import type { DroppedItem, NotificationItem, OverflowPolicy, SubscriptionItem } from './types.ts';
 
 interface Entry {
   readonly item: SubscriptionItem;

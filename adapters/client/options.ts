@@ -23,10 +23,16 @@ import {
   PROTOCOL_VERSION_META_KEY,
   TASKS_EXTENSION,
   type ErrorCodeValue,
-  type OverflowPolicy,
   type RequestId,
 } from '../../lib/core.ts';
-import type { FetchLike, ListenFilter, ListenOptions, ReconnectOptions, WaitForOptions } from './types.ts';
+import type {
+  FetchLike,
+  ListenFilter,
+  ListenOptions,
+  OverflowPolicy,
+  ReconnectOptions,
+  WaitForOptions,
+} from './types.ts';
 
 /** The defaults, in one place. */
 export const DEFAULTS = Object.freeze({

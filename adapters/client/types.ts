@@ -2,8 +2,17 @@
  * Every public option and type of `mcp-subscriptions/client`, in one place (lib/types.ts is the
  * engine's). Types only.
  */
-import type { NotificationFilter, OverflowPolicy, RequestId } from '../../lib/core.ts';
+import type { NotificationFilter, RequestId } from '../../lib/core.ts';
 import type { ListenError } from './errors.ts';
+
+/**
+ * What a full client buffer does with one more notification (see `ListenOptions.overflow`):
+ * - `'drop-oldest'`: forget the oldest held, keep the new one (the consumer learns of the latest
+ *   changes first);
+ * - `'drop-newest'`: keep what is held, forget the new one;
+ * - `'close'`: end the subscription with the reason `'overflow'`, after what it holds.
+ */
+export type OverflowPolicy = 'drop-oldest' | 'drop-newest' | 'close';
 
 /**
  * What a listen request asks for (spec §1): every field optional and opt-in. `taskIds` needs the
@@ -90,8 +99,8 @@ export interface ListenOptions {
    */
   readonly fetch?: FetchLike;
   /**
-   * Most notifications held for a consumer that does not keep up (a positive integer). The hub's
-   * default, for the same reason: a bound that holds a burst.
+   * Most notifications held for a consumer that does not keep up (a positive integer): a bound that
+   * holds a burst.
    * @default 100
    */
   readonly maxBuffer?: number;
@@ -106,9 +115,9 @@ export interface ListenOptions {
    */
   readonly maxEventBytes?: number;
   /**
-   * What a full buffer does with one more notification, the hub's policies: `'drop-oldest'` forgets the
-   * oldest held, `'drop-newest'` forgets the new one, `'close'` ends the subscription with the reason
-   * `'overflow'` (after what it holds). Drops are counted in a `dropped` item, where they happened.
+   * What a full buffer does with one more notification: `'drop-oldest'` forgets the oldest held,
+   * `'drop-newest'` forgets the new one, `'close'` ends the subscription with the reason `'overflow'`
+   * (after what it holds). Drops are counted in a `dropped` item, where they happened.
    * @default 'drop-oldest'
    */
   readonly overflow?: OverflowPolicy;

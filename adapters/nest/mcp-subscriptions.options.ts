@@ -1,7 +1,7 @@
 /**
  * Validation of the module's options, in the engine's manner: each mistake throws an `OptionsError`
  * with the code of its check and a message naming the field; an unknown key is refused with the
- * nearest known one suggested, or with where it belongs (`maxBuffer` goes under `hub`, `guards` beside
+ * nearest known one suggested, or with where it belongs (`maxSubscriptions` goes under `hub`, `guards` beside
  * `useFactory`). The engine's own checks (capabilities, bounds, durations, the hub's options) run here
  * too, through the engine's resolvers: options known up front fail when `forRoot()` is called, the
  * options a factory returns when the application starts.
@@ -23,11 +23,14 @@ import {
   OptionsError,
   optionsObject,
   positiveInteger,
+  REMOVED_HUB_OPTIONS,
+  removedOptions,
   resolveHubOptions,
   checkListenOptions,
   defineCapabilities,
   isHub,
   isPlainObject,
+  type Hub,
   type ListenHandlerOptions,
   type ListenOptionsScope,
   type ResourceCheck,
@@ -114,7 +117,7 @@ const ROUTE_HINTS = hintEach(
 
 /**
  * `hints` plus a "did you mean" for each unknown key of `options` that is no typo of a known key but is
- * one of a key that belongs elsewhere: `maxBufer` given to `forRoot()` points to `hub: { maxBuffer }`.
+ * one of a key that belongs elsewhere: `maxSubscription` given to `forRoot()` points to `hub: { maxSubscriptions }`.
  */
 function withNearMisses(options: object, known: readonly string[], hints: Hints): Hints {
   const elsewhere = Object.keys(hints);
@@ -256,6 +259,7 @@ function looksLikeClass(value: (...args: never[]) => unknown): boolean {
 export function checkAsyncOptions(options: McpSubscriptionsModuleAsyncOptions): void {
   optionsObject(options, `the options of ${FOR_ROOT_ASYNC}`);
   const elsewhere = { ...HUB_HINTS, ...FACTORY_RESULT_HINTS };
+  removedOptions(options, REMOVED_HUB_OPTIONS, FOR_ROOT_ASYNC);
   knownKeys(options, ASYNC_OPTION_KEYS, FOR_ROOT_ASYNC, withNearMisses(options, ASYNC_OPTION_KEYS, elsewhere));
   const given = (['useFactory', 'useClass', 'useExisting'] as const).filter((key) => options[key] !== undefined);
   if (given.length !== 1) {
@@ -430,12 +434,16 @@ export function resolveModuleOptions(options: unknown, source: OptionsSource): R
 function resolveHub(hub: unknown, where: string): SubscriptionHub | SubscriptionHubOptions {
   if (hub === undefined) return Object.freeze({});
   if (isHub(hub)) return hub;
-  if (typeof hub !== 'object' || hub === null || Array.isArray(hub)) {
+  // A hub is known by its brand; an object with a hub's methods is no hub, nor a hub's options.
+  if (typeof hub !== 'object' || hub === null || Array.isArray(hub) || typeof (hub as Hub).publish === 'function') {
     throw new OptionsError(
       ErrorCode.InvalidHub,
-      `Expected \`hub\` to be a SubscriptionHub or its options, got ${describeValue(hub)}`,
+      `Expected \`hub\` of ${where} to be the options of the hub the module builds (e.g. \`{ maxSubscriptions: 500 }\`; ` +
+        "leave `hub` out for the defaults), or a hub you made with `new SubscriptionHub()` imported from 'mcp-subscriptions', " +
+        `got ${describeValue(hub)}`,
     );
   }
+  removedOptions(hub, REMOVED_HUB_OPTIONS, `\`hub\` of ${where}`);
   knownKeys(hub, HUB_OPTION_KEYS, `\`hub\` of ${where}`);
   // Validated now; the hub itself is built at start-up (a bus is joined then, not here).
   resolveHubOptions(hub);

@@ -38,9 +38,12 @@ export function createSampleBus(config: Pick<SampleConfig, 'redisUrl'>): SampleB
 
 /** The hub's options for `config`, on `bus`: what both samples build their hub from. */
 export function sampleHubOptions(config: SampleConfig, bus: SubscriptionBus | undefined): SubscriptionHubOptions {
+  // MAX_BUFFER is passed through as the library defines it: the library removed `maxBuffer`, so a set
+  // MAX_BUFFER stops the app at start with the library's own message (what replaced it), not silently.
+  const passedThrough: Record<string, unknown> = config.maxBuffer === undefined ? {} : { maxBuffer: config.maxBuffer };
   return {
+    ...passedThrough,
     maxSubscriptions: config.maxSubscriptions,
-    maxBuffer: config.maxBuffer,
     ...(config.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: config.stallTimeoutMs }),
     ...(config.maxSubscriptionsPerPrincipal === undefined
       ? {}

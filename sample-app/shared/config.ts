@@ -25,8 +25,13 @@ export interface SampleConfig {
    * @default undefined (the library's default)
    */
   readonly stallTimeoutMs: number | false | undefined;
-  /** Per-stream queue bound of the hub. @default 100 */
-  readonly maxBuffer: number;
+  /**
+   * `MAX_BUFFER` as set, passed to the hub as `maxBuffer`, which the library removed (a stream's queue
+   * holds one entry per key it follows): a set value stops the app at start with the library's
+   * message. `undefined` when unset: nothing is passed.
+   * @default undefined
+   */
+  readonly maxBuffer: string | undefined;
   /**
    * When set (`redis://` or `rediss://`), the hub is bridged over Redis (`RedisBus`), so that every
    * instance sharing that Redis delivers every event and every cancellation. @default unset
@@ -47,7 +52,7 @@ export const DEFAULT_CONFIG: SampleConfig = Object.freeze({
   maxSubscriptions: 1024,
   maxSubscriptionsPerPrincipal: undefined,
   stallTimeoutMs: undefined,
-  maxBuffer: 100,
+  maxBuffer: undefined,
   redisUrl: undefined,
   conformance: false,
 });
@@ -137,7 +142,7 @@ export function loadConfig(env: Env = process.env): SampleConfig {
     maxSubscriptions: integer(env, 'MAX_SUBSCRIPTIONS', DEFAULT_CONFIG.maxSubscriptions, 1, 1_000_000),
     maxSubscriptionsPerPrincipal: integer(env, 'MAX_SUBSCRIPTIONS_PER_PRINCIPAL', undefined, 1, 1_000_000),
     stallTimeoutMs: stallTimeoutMs === 0 ? false : stallTimeoutMs,
-    maxBuffer: integer(env, 'MAX_BUFFER', DEFAULT_CONFIG.maxBuffer, 1, 1_000_000),
+    maxBuffer: read(env, 'MAX_BUFFER'),
     redisUrl: redisUrl(env),
     conformance: conformance === '1',
   });

@@ -4,7 +4,14 @@
  * reads back exactly the bytes the engine wrote.
  */
 import { EventEmitter } from 'node:events';
-import type { Logger, OpenInit, PublishReport, StreamResponse, SubscriptionHub } from '../../lib/internal.ts';
+import {
+  hubEngine,
+  type Logger,
+  type OpenInit,
+  type PublishReport,
+  type StreamResponse,
+  type SubscriptionHub,
+} from '../../lib/internal.ts';
 import { SseParser, type SseEvent } from './sse.ts';
 
 export class FakeResponse extends EventEmitter implements StreamResponse {
@@ -127,18 +134,20 @@ export function openStream(
   init: Partial<Omit<OpenInit, 'ackFrame' | 'resultFrame'>> & { principal?: string } = {},
 ) {
   const id = init.id ?? 'sub-1';
-  return hub.reserve(init.principal ?? 'alice', id).open(res, {
-    id,
-    filter: init.filter ?? { toolsListChanged: true },
-    keepAliveMs: init.keepAliveMs ?? false,
-    ackFrame: ACK_MARKER,
-    resultFrame: () => RESULT_MARKER,
-  });
+  return hubEngine(hub)
+    .reserve(init.principal ?? 'alice', id)
+    .open(res, {
+      id,
+      filter: init.filter ?? { toolsListChanged: true },
+      keepAliveMs: init.keepAliveMs ?? false,
+      ackFrame: ACK_MARKER,
+      resultFrame: () => RESULT_MARKER,
+    });
 }
 
 /** What a publish reported, with zeros for what it did not say. */
 export function report(partial: Partial<PublishReport>): PublishReport {
-  return { matched: 0, written: 0, queued: 0, coalesced: 0, dropped: 0, closed: 0, ...partial };
+  return { matched: 0, written: 0, queued: 0, coalesced: 0, ...partial };
 }
 
 /** A logger that records every call, so tests can assert what was (and was not) reported. */

@@ -24,6 +24,7 @@ import {
   type RedisClient,
   type RedisConnectionMessage,
 } from 'mcp-subscriptions/redis';
+import { hubEngine } from '../../lib/internal.ts';
 import { describeBusContract, isMarker, MARKER, MARKER_URI } from '../helpers/bus-contract.ts';
 import { FakeResponse, openStream, recordingLogger, waitFor } from '../helpers/fake-response.ts';
 import { OwnRedis, REDIS_URL, redisServerInstalled, sharedRedisMissing } from '../helpers/redis.ts';
@@ -398,8 +399,8 @@ describeUnless(redisMissing)('RedisBus against Redis on 127.0.0.1:6379', () => {
       const bobs = new FakeResponse();
       openStream(hubA, alices, { principal: 'alice', id: 'listen:1' });
       openStream(hubA, bobs, { principal: 'bob', id: 'listen:1' });
-      expect(hubB.cancel('mallory', 'listen:1')).toBe(0);
-      expect(hubB.cancel('alice', 'listen:1')).toBe(0);
+      expect(hubEngine(hubB).cancel('mallory', 'listen:1')).toBe(0);
+      expect(hubEngine(hubB).cancel('alice', 'listen:1')).toBe(0);
       await waitFor(() => hubA.stats().closed.cancelled === 1, "alice's stream cancelled on the node that holds it");
       expect(alices.destroyed).toBe(true);
       expect(bobs.destroyed).toBe(false);
@@ -534,7 +535,7 @@ describeUnless(serverMissing)("RedisBus when Redis goes away (a redis-server of 
         await waitFor(() => !a.stats().connected && !b.stats().connected, 'both nodes disconnected', 10_000);
         for (let i = 0; i < 5; i++) {
           expect(hubA.resourceUpdated('note://during')).toMatchObject({ matched: 1 });
-          expect(() => hubA.cancel('alice', `gone:${i}`)).not.toThrow();
+          expect(() => hubEngine(hubA).cancel('alice', `gone:${i}`)).not.toThrow();
         }
         await waitFor(() => updates(resA, 'note://during') === 5, 'local delivery during the outage');
         expect(a.stats().dropped).toBeGreaterThanOrEqual(10);

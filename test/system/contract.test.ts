@@ -10,6 +10,7 @@
  * an action the test updates the sentinel and asserts what arrived before the sentinel's event.
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import { spawn } from 'node:child_process';
 import { bearer } from '../helpers/bearer.ts';
 import { ownRedisSkipReason } from '../helpers/redis.ts';
 import {
@@ -17,6 +18,7 @@ import {
   postCancel,
   PROTOCOL_VERSION,
   putNote,
+  REPO_ROOT,
   startRedis,
   startSample,
   stopAllSamples,
@@ -175,7 +177,7 @@ for (const kind of SAMPLES) {
 
     beforeAll(() => {
       starting.main = startSample(kind);
-      starting.limited = startSample(kind, { MAX_SUBSCRIPTIONS: '2', KEEPALIVE_MS: '200', MAX_BUFFER: '2' });
+      starting.limited = startSample(kind, { MAX_SUBSCRIPTIONS: '2', KEEPALIVE_MS: '200' });
       starting.fair = startSample(kind, { MAX_SUBSCRIPTIONS_PER_PRINCIPAL: '2', STALL_TIMEOUT_MS: '500' });
       starting.conformance = startSample(kind, { MCP_CONFORMANCE: '1' });
       starting.shutdown = startSample(kind, { HOST: undefined });
@@ -1036,7 +1038,7 @@ for (const kind of SAMPLES) {
       });
     });
 
-    describe('MAX_SUBSCRIPTIONS=2, KEEPALIVE_MS=200, MAX_BUFFER=2', () => {
+    describe('MAX_SUBSCRIPTIONS=2, KEEPALIVE_MS=200', () => {
       let app: SampleApp;
       beforeAll(async () => {
         app = await starting.limited;
@@ -1071,7 +1073,7 @@ for (const kind of SAMPLES) {
         expect(stream.events.length).toBe(1); // keepalives are comments, not messages
       });
 
-      it('keeps the latest update of every URI a paused reader follows, beyond MAX_BUFFER; the paused reader holds back no other stream', async () => {
+      it('keeps the latest update of every URI a paused reader follows, one queued per URI; the paused reader holds back no other stream', async () => {
         const sentinel = await Sentinel.create(app);
         const names = Array.from({ length: 50 }, () => uid('flood'));
         const uris = names.map((name) => `note://alice/${name}`);
@@ -1093,7 +1095,7 @@ for (const kind of SAMPLES) {
           stats = (await app.api(alice, 'GET', '/api/subscriptions/stats')).body;
           expect(stats.queued).toBeLessThanOrEqual(names.length); // at most one queued event per URI followed
         }
-        // A whole round while the socket was full: one queued update per URI, though MAX_BUFFER is 2.
+        // A whole round while the socket was full: one queued update per URI, none dropped.
         expect(stats.queued).toBe(names.length);
         expect(stats.dropped).toBe(0);
         await sentinel.fire();
@@ -1269,9 +1271,9 @@ for (const kind of SAMPLES) {
       });
     });
 
-    it('refuses to start on an invalid KEEPALIVE_MS, MAX_SUBSCRIPTIONS, MAX_SUBSCRIPTIONS_PER_PRINCIPAL, STALL_TIMEOUT_MS or MAX_BUFFER, naming it', async () => {
+    it('refuses to start on an invalid KEEPALIVE_MS, MAX_SUBSCRIPTIONS, MAX_SUBSCRIPTIONS_PER_PRINCIPAL or STALL_TIMEOUT_MS, naming it', async () => {
       await Promise.all(
-        ['KEEPALIVE_MS', 'MAX_SUBSCRIPTIONS', 'MAX_SUBSCRIPTIONS_PER_PRINCIPAL', 'STALL_TIMEOUT_MS', 'MAX_BUFFER'].map(
+        ['KEEPALIVE_MS', 'MAX_SUBSCRIPTIONS', 'MAX_SUBSCRIPTIONS_PER_PRINCIPAL', 'STALL_TIMEOUT_MS'].map(
           async (variable) => {
             const started = startSample(kind, { [variable]: '-5' });
             await expect(started).rejects.toThrow(/exited with code [1-9]/);
@@ -1279,7 +1281,26 @@ for (const kind of SAMPLES) {
           },
         ),
       );
-    }, 60_000); // five samples starting at once (startSample allows each 30 s)
+    }, 60_000); // four samples starting at once (startSample allows each 30 s)
+
+    it("MAX_BUFFER is passed through as the library defines it: the library removed `maxBuffer`, so a set one stops the app at start with the library's message", async () => {
+      // Spawned here rather than by startSample, to read the whole stderr: 'close' waits for the pipes.
+      const child = spawn(
+        process.execPath,
+        ['--conditions=mcp-subscriptions-source', '--import', 'tsx', `sample-app/${kind}/main.ts`],
+        { cwd: REPO_ROOT, env: { ...process.env, PORT: '0', HOST: '127.0.0.1', MAX_BUFFER: '100' } },
+      );
+      let stdout = '';
+      let stderr = '';
+      child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+      child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+      const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+      expect({ code, stdout }).toStrictEqual({ code: 1, stdout: '' });
+      expect(stderr).toContain('ERR_MCP_SUBSCRIPTIONS_REMOVED_OPTION');
+      expect(stderr).toMatch(
+        /Option `maxBuffer` of .* was removed: a stream's queue holds one entry per key its filter follows/,
+      );
+    }, 30_000);
 
     redisTest(
       'REDIS_URL: instances sharing one Redis each deliver every event, exactly once',

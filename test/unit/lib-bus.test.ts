@@ -4,6 +4,7 @@
  */
 import { describe, expect, test } from '@jest/globals';
 import { MemoryBus, SubscriptionHub, type BusListener, type BusMember, type SubscriptionBus } from 'mcp-subscriptions';
+import { hubEngine } from '../../lib/internal.ts';
 import { describeBusContract } from '../helpers/bus-contract.ts';
 import { FakeResponse, openStream, recordingLogger } from '../helpers/fake-response.ts';
 
@@ -58,7 +59,7 @@ describe('a bus that misbehaves', () => {
         },
       }),
     });
-    expect(hub.cancel('alice', 'listen:1')).toBe(0);
+    expect(hubEngine(hub).cancel('alice', 'listen:1')).toBe(0);
     expect(logger.errors.length).toBe(1);
     await hub.close();
   });

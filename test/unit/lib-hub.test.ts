@@ -1,12 +1,18 @@
 /**
  * SubscriptionHub: fan-out through its indexes, publish validation and reports, per-stream bounded
- * queues with coalescing and the three overflow policies, the bus, listeners, limits and shutdown.
+ * queues with one coalescing entry per key, the bus, listeners, limits and shutdown.
  * Streams are opened on fake responses whose write() result and 'drain' the tests control.
  */
 import { describe, expect, test } from '@jest/globals';
 import { createMcpHandler, McpServer, type ServerEventBus } from '@modelcontextprotocol/server';
 import { ErrorCode, MemoryBus, SubscriptionHub, type SubscriptionEvent, type TaskState } from 'mcp-subscriptions';
-import { createListenHandler, refusalHeaders, refusalStatus, type ProtocolError } from '../../lib/internal.ts';
+import {
+  createListenHandler,
+  hubEngine,
+  refusalHeaders,
+  refusalStatus,
+  type ProtocolError,
+} from '../../lib/internal.ts';
 import { StreamQueue } from '../../lib/stream-queue.ts';
 import {
   FakeResponse,
@@ -18,7 +24,7 @@ import {
   subscriptionIdOf,
 } from '../helpers/fake-response.ts';
 import { thrown } from '../helpers/assert.ts';
-import { optionsErrorOf } from '../helpers/options.ts';
+import { expectOptionsError, optionsErrorOf } from '../helpers/options.ts';
 import { listenBody, listenHeaders } from '../helpers/sse.ts';
 
 function newHub(options: ConstructorParameters<typeof SubscriptionHub>[0] = {}) {
@@ -312,26 +318,24 @@ describe('bounded queues and coalescing', () => {
     await hub.close();
   });
 
-  test('a filter with more keys than maxBuffer loses nothing: after drain, the latest update of every URI arrives', async () => {
-    for (const overflow of ['drop-oldest', 'drop-newest', 'close'] as const) {
-      const { hub } = newHub({ maxBuffer: 100, overflow });
-      const res = new FakeResponse();
-      res.accept = false;
-      const uris = Array.from({ length: 200 }, (_, i) => `note://n/${i}`);
-      openStream(hub, res, { filter: { resourceSubscriptions: uris } });
-      for (const uri of uris) expect(hub.resourceUpdated(uri)).toStrictEqual(report({ matched: 1, queued: 1 }));
-      // A second round merges into the first, in place: still one entry per URI.
-      for (const uri of uris) expect(hub.resourceUpdated(uri)).toStrictEqual(report({ matched: 1, coalesced: 1 }));
-      expect(hub.stats()).toMatchObject({ queued: 200, dropped: 0, openStreams: 1 });
-      res.drain();
-      expect(delivered(res)).toStrictEqual(uris.map((uri) => `notifications/resources/updated ${uri}`));
-      expect(hub.stats()).toMatchObject({ queued: 0, dropped: 0, openStreams: 1 });
-      await hub.close();
-    }
+  test('a filter with many keys loses nothing: one entry per key, and after drain the latest update of every URI arrives', async () => {
+    const { hub } = newHub();
+    const res = new FakeResponse();
+    res.accept = false;
+    const uris = Array.from({ length: 2000 }, (_, i) => `note://n/${i}`);
+    openStream(hub, res, { filter: { resourceSubscriptions: uris } });
+    for (const uri of uris) expect(hub.resourceUpdated(uri)).toStrictEqual(report({ matched: 1, queued: 1 }));
+    // A second round merges into the first, in place: still one entry per URI.
+    for (const uri of uris) expect(hub.resourceUpdated(uri)).toStrictEqual(report({ matched: 1, coalesced: 1 }));
+    expect(hub.stats()).toMatchObject({ queued: 2000, dropped: 0, openStreams: 1 });
+    res.drain();
+    expect(delivered(res)).toStrictEqual(uris.map((uri) => `notifications/resources/updated ${uri}`));
+    expect(hub.stats()).toMatchObject({ queued: 0, dropped: 0, openStreams: 1 });
+    await hub.close();
   });
 
   test("a list change or a task's final state queued first survives a flood of other keys", async () => {
-    const { hub } = newHub({ maxBuffer: 3 });
+    const { hub } = newHub();
     const res = new FakeResponse();
     res.accept = false;
     const uris = Array.from({ length: 50 }, (_, i) => `note://n/${i}`);
@@ -353,9 +357,8 @@ describe('bounded queues and coalescing', () => {
     await hub.close();
   });
 
-  test('maxBuffer defaults to 100; a stream that follows fewer keys queues at most one event per key', async () => {
+  test('a stream queues at most one event per key it follows, however many are published', async () => {
     const { hub } = newHub();
-    expect(hub.stats().maxBuffer).toBe(100);
     const res = new FakeResponse();
     res.accept = false;
     openStream(hub, res, { filter: { toolsListChanged: true, resourceSubscriptions: ['note://a'] } });
@@ -373,22 +376,23 @@ describe('bounded queues and coalescing', () => {
   });
 });
 
-describe('StreamQueue overflow policies (a queue offered more keys than its bound)', () => {
+describe('StreamQueue', () => {
   const frame = (name: string) => ({ head: `${name}:`, tail: ';' });
 
-  test("'drop-oldest' forgets the oldest entry; coalescing does not count against the bound", () => {
-    const queue = new StreamQueue(2, 'drop-oldest');
-    expect(['a', 'b', 'c'].map((key) => queue.push(key, frame(key)))).toStrictEqual([
+  test('one entry per key: a newer frame of a queued key replaces it in place', () => {
+    const queue = new StreamQueue();
+    expect(['a', 'b', 'c', 'b'].map((key) => queue.push(key, frame(`${key}${queue.size}`)))).toStrictEqual([
       'queued',
       'queued',
-      'dropped-oldest',
+      'queued',
+      'coalesced',
     ]);
-    expect(queue.push('c', frame('c2'))).toBe('coalesced');
-    expect(queue.take(64, '1', Infinity)).toStrictEqual({ text: 'b:1;c2:1;', count: 2 });
+    expect(queue.size).toBe(3);
+    expect(queue.take(64, '1', Infinity)).toStrictEqual({ text: 'a0:1;b3:1;c2:1;', count: 3 });
   });
 
   test('take() stops at its frame limit, or once the text reaches its size, with one frame at least', () => {
-    const queue = new StreamQueue(10, 'drop-oldest');
+    const queue = new StreamQueue();
     for (const key of ['a', 'b', 'c', 'd']) queue.push(key, frame(key));
     expect(queue.take(64, '1', 1)).toStrictEqual({ text: 'a:1;', count: 1 });
     expect(queue.take(64, '1', 5)).toStrictEqual({ text: 'b:1;c:1;', count: 2 });
@@ -396,15 +400,11 @@ describe('StreamQueue overflow policies (a queue offered more keys than its boun
     expect(queue.size).toBe(0);
   });
 
-  test("'drop-newest' keeps what is queued; 'close' reports the overflow", () => {
-    const newest = new StreamQueue(1, 'drop-newest');
-    newest.push('a', frame('a'));
-    expect(newest.push('b', frame('b'))).toBe('dropped');
-    expect(newest.take(64, '"x"', Infinity)).toStrictEqual({ text: 'a:"x";', count: 1 });
-    const close = new StreamQueue(1, 'close');
-    close.push('a', frame('a'));
-    expect(close.push('b', frame('b'))).toBe('overflow');
-    expect(close.clear()).toBe(1);
+  test('clear() forgets every entry and says how many there were', () => {
+    const queue = new StreamQueue();
+    for (const key of ['a', 'b', 'a']) queue.push(key, frame(key));
+    expect(queue.clear()).toBe(2);
+    expect(queue.size).toBe(0);
   });
 });
 
@@ -517,7 +517,7 @@ describe('limits and reservations', () => {
     const a = new FakeResponse();
     openStream(hub, a, { principal: 'p1', id: 'a' });
     openStream(hub, new FakeResponse(), { principal: 'p2', id: 'b' });
-    const error = capacityError(() => hub.reserve('p3', 'c'));
+    const error = capacityError(() => hubEngine(hub).reserve('p3', 'c'));
     expect(error.rpcCode).toBe(-32603);
     expect(error.message).toBe('Subscription limit reached');
     expect(refusalStatus(error)).toBe(503);
@@ -533,14 +533,14 @@ describe('limits and reservations', () => {
   test('maxSubscriptionsPerPrincipal bounds one principal only', async () => {
     const { hub } = newHub({ maxSubscriptionsPerPrincipal: 1 });
     openStream(hub, new FakeResponse(), { principal: 'alice', id: 1 });
-    const error = capacityError(() => hub.reserve('alice', 2));
+    const error = capacityError(() => hubEngine(hub).reserve('alice', 2));
     expect(error.rpcCode).toBe(-32603);
     expect(refusalStatus(error)).toBe(503);
     expect(refusalHeaders(error)['Retry-After']).toBe('1');
     openStream(hub, new FakeResponse(), { principal: 'bob', id: 1 });
     expect(hub.openByPrincipal()).toStrictEqual({ alice: 1, bob: 1 });
     // hub.cancel frees alice's slot synchronously.
-    expect(hub.cancel('alice', 1)).toBe(1);
+    expect(hubEngine(hub).cancel('alice', 1)).toBe(1);
     openStream(hub, new FakeResponse(), { principal: 'alice', id: 2 });
     await hub.close();
   });
@@ -549,7 +549,7 @@ describe('limits and reservations', () => {
     const { hub } = newHub();
     expect(hub.options.maxSubscriptionsPerPrincipal).toBe(32);
     for (let id = 1; id <= 32; id++) openStream(hub, new FakeResponse(), { principal: 'alice', id });
-    const error = capacityError(() => hub.reserve('alice', 33));
+    const error = capacityError(() => hubEngine(hub).reserve('alice', 33));
     expect(error.message).toBe('Subscription limit reached');
     expect(refusalStatus(error)).toBe(503);
     expect(refusalHeaders(error)['Retry-After']).toBe('1');
@@ -561,20 +561,20 @@ describe('limits and reservations', () => {
   test('maxSubscriptionsPerPrincipal: false lets one principal take every slot of maxSubscriptions', async () => {
     const { hub } = newHub({ maxSubscriptionsPerPrincipal: false, maxSubscriptions: 40 });
     for (let id = 1; id <= 40; id++) openStream(hub, new FakeResponse(), { principal: 'alice', id });
-    expect(capacityError(() => hub.reserve('bob', 1)).message).toBe('Subscription limit reached');
+    expect(capacityError(() => hubEngine(hub).reserve('bob', 1)).message).toBe('Subscription limit reached');
     expect(hub.stats().openStreams).toBe(40);
     await hub.close();
   });
 
   test('a reservation holds a slot until it opens or is released; release is idempotent', async () => {
     const { hub } = newHub({ maxSubscriptions: 1, maxSubscriptionsPerPrincipal: 1 });
-    const reservation = hub.reserve('alice', 1);
+    const reservation = hubEngine(hub).reserve('alice', 1);
     expect(hub.stats().pendingStreams).toBe(1);
-    expect(capacityError(() => hub.reserve('bob', 2)).rpcCode).toBe(-32603);
+    expect(capacityError(() => hubEngine(hub).reserve('bob', 2)).rpcCode).toBe(-32603);
     reservation.release();
     reservation.release();
     expect(hub.stats().pendingStreams).toBe(0);
-    const again = hub.reserve('alice', 3);
+    const again = hubEngine(hub).reserve('alice', 3);
     const stream = again.open(new FakeResponse(), {
       id: 3,
       filter: { toolsListChanged: true },
@@ -589,7 +589,7 @@ describe('limits and reservations', () => {
     ).toThrow();
     // Releasing after opening must not give back the open stream's slot.
     again.release();
-    expect(capacityError(() => hub.reserve('carol', 4)).rpcCode).toBe(-32603);
+    expect(capacityError(() => hubEngine(hub).reserve('carol', 4)).rpcCode).toBe(-32603);
     await hub.close();
   });
 
@@ -616,20 +616,20 @@ describe('limits and reservations', () => {
     openStream(hub, mine, { principal: 'alice', id: '1' });
     openStream(hub, sameIdOtherPrincipal, { principal: 'bob', id: '1' });
     openStream(hub, numericId, { principal: 'alice', id: 1 });
-    expect(hub.cancel('alice', 'nope')).toBe(0);
-    expect(hub.cancel('carol', '1')).toBe(0);
+    expect(hubEngine(hub).cancel('alice', 'nope')).toBe(0);
+    expect(hubEngine(hub).cancel('carol', '1')).toBe(0);
     const before = mine.text;
-    expect(hub.cancel('alice', '1')).toBe(1);
+    expect(hubEngine(hub).cancel('alice', '1')).toBe(1);
     expect(mine.destroyed).toBe(true);
     expect(mine.text).toBe(before);
     expect(sameIdOtherPrincipal.destroyed).toBe(false);
     // the string id "1" must not match the number 1
     expect(numericId.destroyed).toBe(false);
-    expect(hub.cancel('alice', '1')).toBe(0);
+    expect(hubEngine(hub).cancel('alice', '1')).toBe(0);
     // Two streams of one principal under one id: a cancel closes both.
     const twin = [new FakeResponse(), new FakeResponse()];
     for (const res of twin) openStream(hub, res, { principal: 'carol', id: 'twin' });
-    expect(hub.cancel('carol', 'twin')).toBe(2);
+    expect(hubEngine(hub).cancel('carol', 'twin')).toBe(2);
     expect(twin.map((res) => res.destroyed)).toStrictEqual([true, true]);
     const stats = hub.stats();
     expect(stats.openStreams).toBe(2);
@@ -697,7 +697,7 @@ describe('complete and close', () => {
     expect(seen).toStrictEqual([]);
     // An invalid event is still a programmer's mistake.
     expect(() => hub.resourceUpdated('relative')).toThrow(expect.objectContaining({ code: ErrorCode.InvalidEvent }));
-    const error = thrown(() => hub.reserve('alice', 9)) as ProtocolError;
+    const error = thrown(() => hubEngine(hub).reserve('alice', 9)) as ProtocolError;
     expect(error.code).toBe(ErrorCode.Protocol);
     expect(error.rpcCode).toBe(-32603);
     expect(refusalStatus(error)).toBe(503);
@@ -741,11 +741,10 @@ describe('hub options', () => {
   const optionError = (options: unknown): Error => optionsErrorOf(() => new SubscriptionHub(options as never));
 
   test('a bad bound throws at construction in the p-queue manner, naming the field', () => {
-    expect(optionError({ maxBuffer: -5 }).message).toBe(
-      'mcp-subscriptions: Expected `maxBuffer` to be a positive integer, got `-5` (number)',
+    expect(optionError({ maxSubscriptions: -5 }).message).toBe(
+      'mcp-subscriptions: Expected `maxSubscriptions` to be a positive integer, got `-5` (number)',
     );
     for (const field of [
-      'maxBuffer',
       'maxSubscriptions',
       'completeTimeoutMs',
       'retryAfterSeconds',
@@ -763,24 +762,31 @@ describe('hub options', () => {
     expect(tooLong.message).toContain('`stallTimeoutMs`');
   });
 
-  test('overflow, bus and logger are checked too', () => {
-    expect(optionError({ overflow: 'drop-all' }).message).toMatch(
-      /`overflow`.*'drop-oldest', 'drop-newest', 'close'.*`drop-all` \(string\)/,
-    );
+  test('the removed maxBuffer and overflow are refused, whatever their value, saying what replaced them', () => {
+    for (const options of [{ maxBuffer: 100 }, { maxBuffer: -5 }, { overflow: 'drop-oldest' }, { overflow: 'x' }]) {
+      const error = thrown(() => new SubscriptionHub(options as never));
+      expectOptionsError(error);
+      expect(error).toMatchObject({ code: ErrorCode.RemovedOption });
+      expect((error as Error).message).toMatch(
+        /^mcp-subscriptions: Option `(maxBuffer|overflow)` of new SubscriptionHub\(\) was removed: a stream's queue holds one entry per key its filter follows.*`stallTimeoutMs`.*; remove it$/,
+      );
+    }
+  });
+
+  test('bus and logger are checked too', () => {
     expect(optionError({ bus: {} }).message).toMatch(/`bus`/);
     expect(optionError({ logger: { warn() {} } }).message).toMatch(/`logger`/);
     expect(optionError('fast').message).toMatch(/options/);
   });
 
   test('defaults are applied to a frozen copy; the input is not touched', async () => {
-    const input = { maxBuffer: 5, logger: recordingLogger() };
+    const input = { maxSubscriptions: 5, logger: recordingLogger() };
     const snapshot = { ...input };
     const hub = new SubscriptionHub(input);
     expect(input).toStrictEqual(snapshot);
     expect(Object.isFrozen(hub.options)).toBe(true);
-    expect(hub.options.maxBuffer).toBe(5);
-    expect(hub.options.overflow).toBe('drop-oldest');
-    expect(hub.options.maxSubscriptions).toBe(1024);
+    expect(hub.options.maxSubscriptions).toBe(5);
+    expect(new SubscriptionHub({ logger: recordingLogger() }).options.maxSubscriptions).toBe(1024);
     expect(hub.options.maxSubscriptionsPerPrincipal).toBe(32);
     expect(hub.options.retryAfterSeconds).toBe(1);
     expect(hub.options.completeTimeoutMs).toBe(3000);
@@ -828,7 +834,7 @@ describe('through the engine: the task index and coalescing, checked by what is 
       await settle();
     },
     'is cancelled': async (hub) => {
-      expect(hub.cancel('alice', 'first')).toBe(1);
+      expect(hubEngine(hub).cancel('alice', 'first')).toBe(1);
       await settle();
     },
     'is completed': (hub) => hub.complete(),

@@ -471,8 +471,6 @@ describe('capability narrowing (spec §2)', () => {
       written: 0,
       queued: 0,
       coalesced: 0,
-      dropped: 0,
-      closed: 0,
     });
     expect(s.hub.resourceUpdated('note://alice/a').written).toBe(1);
     await s.hub.close();

@@ -4,7 +4,10 @@
  * entry point they belong to), and every error the library throws belongs to its hierarchy.
  */
 import { describe, expect, test } from '@jest/globals';
-import { readFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import {
   CheckTimeoutError,
   defineCapabilities,
@@ -14,10 +17,11 @@ import {
   SubscriptionHub,
 } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
-import { createListenHandler, nearestKey } from '../../lib/internal.ts';
+import { createListenHandler, hubEngine, nearestKey } from '../../lib/internal.ts';
 import { FakeResponse, openStream, recordingLogger } from '../helpers/fake-response.ts';
 import { thrown } from '../helpers/assert.ts';
 import { OPTION_ERROR_CODES, optionsErrorOf } from '../helpers/options.ts';
+import { listenBody, listenHeaders } from '../helpers/sse.ts';
 
 /** The error `fn` throws; fails when it throws none. */
 /** Asserts an OptionsError with exactly `code`, and returns its message. */
@@ -33,21 +37,21 @@ const base = { hub, capabilities: { toolsListChanged: true } };
 
 describe('unknown keys, with a suggestion', () => {
   test('the hub: a typo names the nearest option', () => {
-    expect(optionMessage(() => new SubscriptionHub({ maxBufer: 10 } as never), ErrorCode.UnknownOption)).toBe(
-      'mcp-subscriptions: Unknown option `maxBufer` of new SubscriptionHub(); did you mean `maxBuffer`?',
+    expect(optionMessage(() => new SubscriptionHub({ stallTimeotMs: 10 } as never), ErrorCode.UnknownOption)).toBe(
+      'mcp-subscriptions: Unknown option `stallTimeotMs` of new SubscriptionHub(); did you mean `stallTimeoutMs`?',
     );
     expect(
       optionMessage(() => new SubscriptionHub({ MaxSubscriptions: 10 } as never), ErrorCode.UnknownOption),
     ).toMatch(/did you mean `maxSubscriptions`\?$/);
-    expect(optionMessage(() => new SubscriptionHub({ ovreflow: 'close' } as never), ErrorCode.UnknownOption)).toMatch(
-      /did you mean `overflow`\?$/,
+    expect(optionMessage(() => new SubscriptionHub({ retryAfterSecond: 1 } as never), ErrorCode.UnknownOption)).toMatch(
+      /did you mean `retryAfterSeconds`\?$/,
     );
   });
 
   test('a key near nothing lists what the entry point takes', () => {
     const message = optionMessage(() => new SubscriptionHub({ redis: true } as never), ErrorCode.UnknownOption);
     expect(message).toMatch(/^mcp-subscriptions: Unknown option `redis` of new SubscriptionHub\(\); expected one of /);
-    for (const key of ['maxBuffer', 'overflow', 'maxSubscriptions', 'bus', 'logger', 'retryAfterSeconds']) {
+    for (const key of ['maxSubscriptions', 'bus', 'logger', 'retryAfterSeconds', 'stallTimeoutMs']) {
       expect(message).toContain(`\`${key}\``);
     }
   });
@@ -59,9 +63,18 @@ describe('unknown keys, with a suggestion', () => {
     expect(
       optionMessage(() => mcpSubscriptions({ ...base, canread: () => true } as never), ErrorCode.UnknownOption),
     ).toMatch(/did you mean `canRead`\?$/);
-    expect(optionMessage(() => mcpSubscriptions({ ...base, maxBuffer: 10 } as never), ErrorCode.UnknownOption)).toBe(
-      'mcp-subscriptions: Unknown option `maxBuffer` of mcpSubscriptions(); it is an option of `new SubscriptionHub()`; pass it there and hand the hub over as `hub`',
+    expect(
+      optionMessage(() => mcpSubscriptions({ ...base, maxSubscriptions: 10 } as never), ErrorCode.UnknownOption),
+    ).toBe(
+      'mcp-subscriptions: Unknown option `maxSubscriptions` of mcpSubscriptions(); it is an option of `new SubscriptionHub()`; pass it there and hand the hub over as `hub`',
     );
+    // The hub's removed options, given to the middleware, say what replaced them (not where they go).
+    expect(optionMessage(() => mcpSubscriptions({ ...base, maxBuffer: 10 } as never), ErrorCode.RemovedOption)).toMatch(
+      /^mcp-subscriptions: Option `maxBuffer` of mcpSubscriptions\(\) was removed: a stream's queue holds one entry per key its filter follows/,
+    );
+    expect(
+      optionMessage(() => mcpSubscriptions({ ...base, overflow: 'close' } as never), ErrorCode.RemovedOption),
+    ).toMatch(/^mcp-subscriptions: Option `overflow` of mcpSubscriptions\(\) was removed: .*`stallTimeoutMs`/);
     // Its own options are known to it.
     expect(() => mcpSubscriptions({ ...base, principal: () => 'a', maxBodyBytes: 10 })).not.toThrow();
   });
@@ -97,13 +110,14 @@ describe('one code per check', () => {
     const cases: [unknown, string][] = [
       ['options', ErrorCode.OptionsNotObject],
       [[], ErrorCode.OptionsNotObject],
-      [{ maxBuffer: 0 }, ErrorCode.NotPositiveInteger],
+      [{ maxSubscriptions: 0 }, ErrorCode.NotPositiveInteger],
       [{ maxSubscriptionsPerPrincipal: true }, ErrorCode.NotPositiveInteger],
       // null is a value, not an absence: a null bound never quietly becomes "no bound".
       [{ maxSubscriptionsPerPrincipal: null }, ErrorCode.NotPositiveInteger],
-      [{ maxBuffer: null }, ErrorCode.NotPositiveInteger],
+      [{ retryAfterSeconds: null }, ErrorCode.NotPositiveInteger],
       [{ completeTimeoutMs: 2 ** 31 }, ErrorCode.DurationTooLong],
-      [{ overflow: 'drop' }, ErrorCode.NotOneOf],
+      [{ overflow: 'drop' }, ErrorCode.RemovedOption],
+      [{ maxBuffer: 100 }, ErrorCode.RemovedOption],
       [{ bus: {} }, ErrorCode.InvalidBus],
       [{ bus: null }, ErrorCode.InvalidBus],
       [{ logger: { warn() {} } }, ErrorCode.InvalidLogger],
@@ -150,6 +164,60 @@ describe('one code per check', () => {
   });
 });
 
+describe('a hub is known by its brand', () => {
+  test('an object with every method of a hub is not one; the message says what to pass', () => {
+    const lookalike = Object.fromEntries(
+      [
+        'toolsListChanged',
+        'publish',
+        'subscribe',
+        'subscribeAll',
+        'stats',
+        'complete',
+        'close',
+        'reserve',
+        'cancel',
+      ].map((name) => [name, () => undefined]),
+    );
+    expect(optionMessage(() => mcpSubscriptions({ ...base, hub: lookalike as never }), ErrorCode.InvalidHub)).toBe(
+      "mcp-subscriptions: Expected `hub` of mcpSubscriptions() to be the hub your services publish to, made with `new SubscriptionHub()` imported from 'mcp-subscriptions' (not an object shaped like one), got `object` (object)",
+    );
+    expect(optionMessage(() => mcpSubscriptions({ capabilities: {} } as never), ErrorCode.MissingOption)).toMatch(
+      /^mcp-subscriptions: Expected `hub` of mcpSubscriptions\(\) to be the hub your services publish to, made with `new SubscriptionHub\(\)` .* got `undefined` \(undefined\)$/,
+    );
+  });
+
+  test('a hub made by another copy of the package is a hub, and serves streams', async () => {
+    // Two copies of the package in one app (a monorepo, a library that bundles its own): the brand
+    // is a registered symbol, so both still agree; `instanceof` or a module-private symbol would not.
+    const copy = mkdtempSync(path.join(tmpdir(), 'mcp-subscriptions-copy-'));
+    try {
+      cpSync(new URL('../../lib', import.meta.url), path.join(copy, 'lib'), { recursive: true });
+      const other = (await import(pathToFileURL(path.join(copy, 'lib', 'index.ts')).href)) as {
+        SubscriptionHub: typeof SubscriptionHub;
+      };
+      expect(other.SubscriptionHub).not.toBe(SubscriptionHub);
+      const foreign = new other.SubscriptionHub({ logger });
+      const handler = createListenHandler({ hub: foreign, capabilities: { toolsListChanged: true } });
+      const res = new FakeResponse();
+      await handler.handle(
+        {
+          body: listenBody('copy', { toolsListChanged: true }),
+          headers: listenHeaders(),
+          principal: 'alice',
+          request: undefined,
+        },
+        res,
+      );
+      expect(foreign.stats().openStreams).toBe(1);
+      await foreign.close();
+      expect(res.text).toContain('"resultType":"complete"');
+    } finally {
+      rmSync(copy, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('every error is in the McpSubscriptionsError hierarchy', () => {
   test('CheckTimeoutError has its code and its class', () => {
     const error = new CheckTimeoutError(5000);
@@ -161,7 +229,7 @@ describe('every error is in the McpSubscriptionsError hierarchy', () => {
 
   test('a reservation opened twice is an internal error with its code', async () => {
     const own = new SubscriptionHub({ logger: recordingLogger() });
-    const reservation = own.reserve('alice', 'x');
+    const reservation = hubEngine(own).reserve('alice', 'x');
     const init = {
       id: 'x',
       filter: { toolsListChanged: true as const },

@@ -22,6 +22,7 @@ import {
   type McpSubscriptionsOptions,
   type McpSubscriptionsOptionsFactory,
 } from 'mcp-subscriptions/nest';
+import { hubEngine } from '../../lib/internal.ts';
 import { expectOptionsError, optionsErrorOf } from '../helpers/options.ts';
 
 // List changes only: the wiring does not depend on resource subscriptions, which need a read check
@@ -46,19 +47,19 @@ class TasksModule {}
 
 const SETTINGS = Symbol('SETTINGS');
 
-@Module({ providers: [{ provide: SETTINGS, useValue: { maxBuffer: 7 } }], exports: [SETTINGS] })
+@Module({ providers: [{ provide: SETTINGS, useValue: { maxSubscriptions: 7 } }], exports: [SETTINGS] })
 class SettingsModule {}
 
 @Injectable()
 class OptionsFromClass implements McpSubscriptionsOptionsFactory {
   createMcpSubscriptionsOptions(): McpSubscriptionsOptions {
-    return { capabilities: CAPABILITIES, hub: { maxBuffer: 11 } };
+    return { capabilities: CAPABILITIES, hub: { maxSubscriptions: 11 } };
   }
 }
 
 @Injectable()
 class OptionsFromSettings implements McpSubscriptionsOptionsFactory {
-  constructor(@Inject(SETTINGS) private readonly settings: { maxBuffer: number }) {}
+  constructor(@Inject(SETTINGS) private readonly settings: { maxSubscriptions: number }) {}
 
   createMcpSubscriptionsOptions(): McpSubscriptionsOptions {
     return { capabilities: CAPABILITIES, hub: this.settings };
@@ -66,7 +67,7 @@ class OptionsFromSettings implements McpSubscriptionsOptionsFactory {
 }
 
 const OPTIONS_TOKEN = 'MCP_SUBSCRIPTIONS_OPTIONS_FACTORY';
-const MAX_BUFFER = Symbol('MAX_BUFFER');
+const MAX_SUBSCRIPTIONS = Symbol('MAX_SUBSCRIPTIONS');
 
 async function compile(subscriptions: ReturnType<typeof McpSubscriptionsModule.forRoot>, ...imports: unknown[]) {
   return Test.createTestingModule({ imports: [subscriptions, NotesModule, TasksModule, ...(imports as [])] }).compile();
@@ -104,7 +105,7 @@ function throwsWithOption(define: () => unknown, message: RegExp, code: ErrorCod
 describe('NestJS module wiring', () => {
   it('forRoot(): one hub, injectable by its class in every host module, built from the hub options', async () => {
     const moduleRef = await compile(
-      McpSubscriptionsModule.forRoot({ capabilities: CAPABILITIES, hub: { maxBuffer: 5 } }),
+      McpSubscriptionsModule.forRoot({ capabilities: CAPABILITIES, hub: { maxSubscriptions: 5 } }),
     );
     const hub = moduleRef.get(SubscriptionHub);
     expect(moduleRef.get(NotesService).hub).toBe(hub);
@@ -112,7 +113,7 @@ describe('NestJS module wiring', () => {
     expect(moduleRef.get(McpSubscriptionsService).hub).toBe(hub);
     // mcp-subscriptions/nest re-exports the engine class itself.
     expect(ReexportedHub).toBe(SubscriptionHub);
-    expect(hub.options.maxBuffer).toBe(5);
+    expect(hub.options.maxSubscriptions).toBe(5);
     await moduleRef.close();
   });
 
@@ -129,13 +130,13 @@ describe('NestJS module wiring', () => {
       {
         imports: [SettingsModule],
         inject: [SETTINGS],
-        useFactory: (settings: { maxBuffer: number }) => ({ capabilities: CAPABILITIES, hub: settings }),
+        useFactory: (settings: { maxSubscriptions: number }) => ({ capabilities: CAPABILITIES, hub: settings }),
       },
       7,
     ],
     [
       'an async useFactory',
-      { useFactory: () => Promise.resolve({ capabilities: CAPABILITIES, hub: { maxBuffer: 9 } }) },
+      { useFactory: () => Promise.resolve({ capabilities: CAPABILITIES, hub: { maxSubscriptions: 9 } }) },
       9,
     ],
     ['useClass', { useClass: OptionsFromClass }, 11],
@@ -146,24 +147,28 @@ describe('NestJS module wiring', () => {
       {
         inject: [SETTINGS],
         provideInjectionTokensFrom: [
-          { provide: SETTINGS, useFactory: (maxBuffer: number) => ({ maxBuffer }), inject: [MAX_BUFFER] },
-          { provide: MAX_BUFFER, useValue: 3 },
+          {
+            provide: SETTINGS,
+            useFactory: (maxSubscriptions: number) => ({ maxSubscriptions }),
+            inject: [MAX_SUBSCRIPTIONS],
+          },
+          { provide: MAX_SUBSCRIPTIONS, useValue: 3 },
         ],
-        useFactory: (settings: { maxBuffer: number }) => ({ capabilities: CAPABILITIES, hub: settings }),
+        useFactory: (settings: { maxSubscriptions: number }) => ({ capabilities: CAPABILITIES, hub: settings }),
       },
       3,
     ],
     [
       'useClass whose dependency comes from extraProviders',
-      { useClass: OptionsFromSettings, extraProviders: [{ provide: SETTINGS, useValue: { maxBuffer: 13 } }] },
+      { useClass: OptionsFromSettings, extraProviders: [{ provide: SETTINGS, useValue: { maxSubscriptions: 13 } }] },
       13,
     ],
   ];
-  for (const [name, options, maxBuffer] of asyncForms) {
+  for (const [name, options, maxSubscriptions] of asyncForms) {
     it(`forRootAsync() with ${name}`, async () => {
       const moduleRef = await compile(McpSubscriptionsModule.forRootAsync(options));
       const hub = moduleRef.get(SubscriptionHub);
-      expect(hub.options.maxBuffer).toBe(maxBuffer);
+      expect(hub.options.maxSubscriptions).toBe(maxSubscriptions);
       expect(moduleRef.get(NotesService).hub).toBe(hub);
       // The source's options are the builder's options provider, and what the engine runs with.
       expect(moduleRef.get(MCP_SUBSCRIPTIONS_OPTIONS)).toMatchObject({ capabilities: CAPABILITIES });
@@ -276,7 +281,7 @@ describe('NestJS module wiring', () => {
     const moduleRef = await compile(McpSubscriptionsModule.forRoot({ capabilities: CAPABILITIES }));
     const hub = moduleRef.get(SubscriptionHub);
     await moduleRef.close();
-    expect(() => hub.reserve('alice')).toThrow(expect.objectContaining({ code: ErrorCode.Protocol }));
+    expect(() => hubEngine(hub).reserve('alice')).toThrow(expect.objectContaining({ code: ErrorCode.Protocol }));
   });
 
   it('shutdown leaves a hub the caller passed in open: it is theirs to close', async () => {
@@ -289,9 +294,9 @@ describe('NestJS module wiring', () => {
       const moduleRef = await compile(define(given));
       await moduleRef.close();
       // Still open: a stream can be reserved, and the caller closes it when done.
-      given.reserve('alice').release();
+      hubEngine(given).reserve('alice').release();
       await given.close();
-      expect(() => given.reserve('alice')).toThrow(expect.objectContaining({ code: ErrorCode.Protocol }));
+      expect(() => hubEngine(given).reserve('alice')).toThrow(expect.objectContaining({ code: ErrorCode.Protocol }));
     }
   });
 });
@@ -432,9 +437,9 @@ describe('NestJS module options are validated in the engine’s words, with a co
   // Known up front, these fail at forRoot(); returned by a factory, the app fails to start.
   const atStart: [string, McpSubscriptionsModuleOptions, RegExp, ErrorCodeValue][] = [
     [
-      'a negative maxBuffer (the hub’s validator)',
-      { ...base, hub: { maxBuffer: -5 } },
-      /^mcp-subscriptions: Expected `maxBuffer` to be a positive integer, got `-5` \(number\)$/,
+      'a negative maxSubscriptions (the hub’s validator)',
+      { ...base, hub: { maxSubscriptions: -5 } },
+      /^mcp-subscriptions: Expected `maxSubscriptions` to be a positive integer, got `-5` \(number\)$/,
       ErrorCode.NotPositiveInteger,
     ],
     [
@@ -470,7 +475,7 @@ describe('NestJS module options are validated in the engine’s words, with a co
     [
       'a hub that is neither hub nor options',
       { ...base, hub: 'redis' as never },
-      /Expected `hub` to be a SubscriptionHub or its options/,
+      /Expected `hub` of .*McpSubscriptionsModule\.forRoot(Async)?\(\) to be the options of the hub the module builds .*or a hub you made with `new SubscriptionHub\(\)` imported from 'mcp-subscriptions'/,
       ErrorCode.InvalidHub,
     ],
     [
@@ -612,14 +617,24 @@ describe('NestJS module options are validated in the engine’s words, with a co
     ],
     [
       'a hub options object with an unknown key',
-      () => McpSubscriptionsModule.forRoot({ ...base, hub: { maxBufer: 5 } as never }),
-      /Unknown option `maxBufer` of `hub` of McpSubscriptionsModule\.forRoot\(\); did you mean `maxBuffer`\?/,
+      () => McpSubscriptionsModule.forRoot({ ...base, hub: { maxSubscription: 5 } as never }),
+      /Unknown option `maxSubscription` of `hub` of McpSubscriptionsModule\.forRoot\(\); did you mean `maxSubscriptions`\?/,
       ErrorCode.UnknownOption,
+    ],
+    [
+      'an object shaped like a hub, that is not one',
+      () =>
+        McpSubscriptionsModule.forRoot({
+          ...base,
+          hub: { publish: () => undefined, subscribe: () => undefined, close: () => undefined } as never,
+        }),
+      /Expected `hub` of McpSubscriptionsModule\.forRoot\(\) to be the options of the hub the module builds \(e\.g\. `\{ maxSubscriptions: 500 \}`; leave `hub` out for the defaults\), or a hub you made with `new SubscriptionHub\(\)` imported from 'mcp-subscriptions', got `object` \(object\)$/,
+      ErrorCode.InvalidHub,
     ],
     [
       'a hub that is an array',
       () => McpSubscriptionsModule.forRoot({ ...base, hub: [] as never }),
-      /Expected `hub` to be a SubscriptionHub or its options, got `array` \(object\)/,
+      /Expected `hub` of McpSubscriptionsModule\.forRoot\(\) to be the options of the hub .*, got `array` \(object\)$/,
       ErrorCode.InvalidHub,
     ],
   ];
@@ -660,13 +675,13 @@ describe('NestJS module: unknown keys are refused with a suggestion', () => {
     ],
     [
       'a hub option at the top level',
-      { ...base, maxBuffer: 5 },
-      /Unknown option `maxBuffer` of McpSubscriptionsModule\.forRoot\(\); it is an option of the hub, which the module builds: give it as `hub: \{ maxBuffer: … \}`/,
+      { ...base, retryAfterSeconds: 5 },
+      /Unknown option `retryAfterSeconds` of McpSubscriptionsModule\.forRoot\(\); it is an option of the hub, which the module builds: give it as `hub: \{ retryAfterSeconds: … \}`/,
     ],
     [
       'a typo of a hub option at the top level',
-      { ...base, maxBufer: 5 },
-      /Unknown option `maxBufer` of McpSubscriptionsModule\.forRoot\(\); did you mean `maxBuffer`\? it is an option of the hub, which the module builds: give it as `hub: \{ maxBuffer: … \}`/,
+      { ...base, retryAfterSecond: 5 },
+      /Unknown option `retryAfterSecond` of McpSubscriptionsModule\.forRoot\(\); did you mean `retryAfterSeconds`\? it is an option of the hub, which the module builds: give it as `hub: \{ retryAfterSeconds: … \}`/,
     ],
     [
       'an option of forRootAsync()',
@@ -703,8 +718,8 @@ describe('NestJS module: unknown keys are refused with a suggestion', () => {
     ],
     [
       'a hub option',
-      { useFactory: () => base, maxBuffer: 5 },
-      /Unknown option `maxBuffer` of McpSubscriptionsModule\.forRootAsync\(\); it is an option of the hub, which the module builds: give it as `hub: \{ maxBuffer: … \}`/,
+      { useFactory: () => base, retryAfterSeconds: 5 },
+      /Unknown option `retryAfterSeconds` of McpSubscriptionsModule\.forRootAsync\(\); it is an option of the hub, which the module builds: give it as `hub: \{ retryAfterSeconds: … \}`/,
     ],
   ];
   for (const [name, options, message] of atForRootAsync) {
@@ -712,6 +727,41 @@ describe('NestJS module: unknown keys are refused with a suggestion', () => {
       throwsWithOption(() => McpSubscriptionsModule.forRootAsync(options), message, ErrorCode.UnknownOption);
     });
   }
+
+  const removed: [string, () => unknown, RegExp][] = [
+    [
+      'the removed maxBuffer under `hub`',
+      () => McpSubscriptionsModule.forRoot({ ...base, hub: { maxBuffer: 5 } as never }),
+      /^mcp-subscriptions: Option `maxBuffer` of `hub` of McpSubscriptionsModule\.forRoot\(\) was removed: a stream's queue holds one entry per key its filter follows/,
+    ],
+    [
+      'the removed overflow at the top level of forRoot()',
+      () => McpSubscriptionsModule.forRoot({ ...base, overflow: 'close' } as never),
+      /^mcp-subscriptions: Option `overflow` of McpSubscriptionsModule\.forRoot\(\) was removed: .*`stallTimeoutMs`/,
+    ],
+    [
+      'the removed maxBuffer given to forRootAsync() itself',
+      () => McpSubscriptionsModule.forRootAsync({ useFactory: () => base, maxBuffer: 5 } as never),
+      /^mcp-subscriptions: Option `maxBuffer` of McpSubscriptionsModule\.forRootAsync\(\) was removed/,
+    ],
+  ];
+  for (const [name, define, message] of removed) {
+    it(`${name}: refused with what replaced it`, () => {
+      throwsWithOption(define, message, ErrorCode.RemovedOption);
+    });
+  }
+
+  it('the removed overflow under `hub`, returned by a factory: the app fails to start with what replaced it', async () => {
+    const definition = McpSubscriptionsModule.forRootAsync({
+      useFactory: () => ({ ...base, hub: { overflow: 'drop-oldest' } as never }),
+    });
+    await expect(compile(definition)).rejects.toMatchObject({
+      code: ErrorCode.RemovedOption,
+      message: expect.stringMatching(
+        /Option `overflow` of `hub` of the options returned by the useFactory of McpSubscriptionsModule\.forRootAsync\(\) was removed/,
+      ),
+    });
+  });
 
   @Injectable()
   class OptionsWithTypo implements McpSubscriptionsOptionsFactory {
@@ -728,8 +778,8 @@ describe('NestJS module: unknown keys are refused with a suggestion', () => {
     ],
     [
       'a typo of a hub option returned by useFactory',
-      { useFactory: () => ({ ...base, maxBufer: 5 }) },
-      /Unknown option `maxBufer` of the options returned by the useFactory of McpSubscriptionsModule\.forRootAsync\(\); did you mean `maxBuffer`\? it is an option of the hub, which the module builds: give it as `hub: \{ maxBuffer: … \}`/,
+      { useFactory: () => ({ ...base, retryAfterSecond: 5 }) },
+      /Unknown option `retryAfterSecond` of the options returned by the useFactory of McpSubscriptionsModule\.forRootAsync\(\); did you mean `retryAfterSeconds`\? it is an option of the hub, which the module builds: give it as `hub: \{ retryAfterSeconds: … \}`/,
     ],
     [
       'a typo of an extra returned by a useClass',

@@ -106,7 +106,7 @@ const watchSize = stuckMode ? config.cycles : 0;
 const firstBlockedAt = new Float64Array(watchSize);
 const lastBlockedAt = new Float64Array(watchSize);
 const closedAt = new Float64Array(watchSize);
-const CLOSE_REASONS: readonly CloseReason[] = ['client', 'cancelled', 'complete', 'empty', 'overflow', 'stalled'];
+const CLOSE_REASONS: readonly CloseReason[] = ['client', 'cancelled', 'complete', 'empty', 'stalled'];
 /** 1 + the reason's index in CLOSE_REASONS; 0 while open. */
 const closeReason = new Uint8Array(watchSize);
 /** 1 for a cycle whose listen was watched: only those get a close time. */
@@ -248,7 +248,6 @@ const canRead: ResourceCheck<ExpressRequest> = (uri, { signal }) => {
 const hub = new SubscriptionHub({
   maxSubscriptions: 100_000,
   maxSubscriptionsPerPrincipal: config.maxSubscriptionsPerPrincipal,
-  maxBuffer: config.maxBuffer,
   stallTimeoutMs: config.stallTimeoutMs,
   completeTimeoutMs: config.completeTimeoutMs,
   logger,

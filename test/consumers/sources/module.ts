@@ -19,13 +19,13 @@ const endItem: SubscriptionItem = { type: 'end', reason: 'closed' };
 
 // Never called: it proves the types are the package's own, not `any`, since a wrong option must not compile.
 export function misuse(): SubscriptionHub {
-  // @ts-expect-error `maxBuffer` is a number
-  return new SubscriptionHub({ maxBuffer: 'many' });
+  // @ts-expect-error `maxSubscriptions` is a number
+  return new SubscriptionHub({ maxSubscriptions: 'many' });
 }
 
 // Never called either: the client's options are typed too.
 export function misuseClient(): unknown {
-  // @ts-expect-error `overflow` is one of the hub's policies
+  // @ts-expect-error `overflow` is one of the client's policies
   return listen('http://127.0.0.1/mcp', { toolsListChanged: true }, { overflow: 'block' });
 }
 
