@@ -34,7 +34,6 @@ export interface ServerConfig {
   readonly authorizeTimeoutMs: number;
   /** The engine-wide bound on host checks in flight; the permit probe asks for exactly this many. */
   readonly maxChecksInFlight: number;
-  readonly maxBuffer: number;
 }
 
 /** A request of the driver; the server answers each with a {@link Reply} of the same `seq`. */
@@ -161,8 +160,8 @@ export interface PhaseSample {
   /**
    * Read from the hub's open streams every 250 ms (white-box): the most events one stream held in its
    * queue, among the stopped readers' and churners' streams and among the healthy readers' (principal
-   * `h`), and how far any stream went past its own bound (`max(maxBuffer, keys it follows)`, the
-   * README's); at most 0 when none did.
+   * `h`), and how far any stream went past its own bound (the keys it follows: one queued entry
+   * per key); at most 0 when none did.
    */
   readonly maxQueued: number;
   readonly maxQueuedHealthy: number;

@@ -102,7 +102,6 @@ const serverConfig: ServerConfig = {
   completeTimeoutMs: 500,
   authorizeTimeoutMs: 100,
   maxChecksInFlight: 64,
-  maxBuffer: 16,
 };
 
 // -------------------------------------------------------------------------------------------------

@@ -424,7 +424,7 @@ const sampler = setInterval(() => {
 }, 250);
 sampler.unref();
 
-/** Keys a filter follows, the README's `max(maxBuffer, keys)`: the bound of a stream's queue. */
+/** Keys a filter follows: the bound of a stream's queue (one entry per key; repeats coalesce). */
 function boundOf(filter: StreamInternals['filter']): number {
   const keys =
     (filter.toolsListChanged === true ? 1 : 0) +
@@ -432,7 +432,7 @@ function boundOf(filter: StreamInternals['filter']): number {
     (filter.resourcesListChanged === true ? 1 : 0) +
     (filter.resourceSubscriptions?.length ?? 0) +
     (filter.taskIds?.length ?? 0);
-  return Math.max(config.maxBuffer, keys);
+  return keys;
 }
 
 /** Every open stream's queue against its own bound (white-box: the hub's stream set). */

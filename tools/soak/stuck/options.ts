@@ -86,5 +86,4 @@ export const serverConfig: ServerConfig = {
   completeTimeoutMs: 500,
   authorizeTimeoutMs: 1000,
   maxChecksInFlight: 256,
-  maxBuffer: 16,
 };
