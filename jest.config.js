@@ -8,6 +8,8 @@
 // - system: test/system, sample processes, the packed tarball's examples and consumers, both Nest
 //   majors, soak, stuck, fault and fuzz suites.
 // `npm test` runs unit and integration; `npm run test:system` the third; CI runs all three.
+import path from 'node:path';
+
 const transform = {
   '^.+\\.ts$': [
     '@swc/jest',
@@ -24,12 +26,15 @@ const transform = {
   ],
 };
 
-/** @param {'unit' | 'integration' | 'system'} tier */
-const project = (tier) => ({
+/**
+ * @param {'unit' | 'integration' | 'system'} tier
+ * @param {string[]} [alsoRun] test files outside test/ that the tier runs as well
+ */
+const project = (tier, alsoRun = []) => ({
   displayName: tier,
   testEnvironment: 'node',
-  roots: [`<rootDir>/test/${tier}`],
-  testMatch: [`<rootDir>/test/${tier}/**/*.test.ts`],
+  roots: [`<rootDir>/test/${tier}`, ...alsoRun.map((file) => path.posix.dirname(file))],
+  testMatch: [`<rootDir>/test/${tier}/**/*.test.ts`, ...alsoRun],
   modulePathIgnorePatterns: ['<rootDir>/test/nest-compat/', '<rootDir>/test/consumers/', '<rootDir>/dist/'],
   extensionsToTreatAsEsm: ['.ts'],
   moduleNameMapper: {
@@ -41,6 +46,12 @@ const project = (tier) => ({
 
 /** @type {import('jest').Config} */
 export default {
-  projects: [project('unit'), project('integration'), project('system')],
+  projects: [
+    project('unit'),
+    // The README's client example is examples/express's own test: run here from the sources, and by the
+    // example's `npm test` from the packed tarball (test/system/examples.test.ts).
+    project('integration', ['<rootDir>/examples/express/src/app.test.ts']),
+    project('system'),
+  ],
   testTimeout: 30_000,
 };

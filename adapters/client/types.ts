@@ -109,8 +109,8 @@ export interface ListenOptions {
    * not ended yet. A stream that sends more ends as `'lost'`, with `ErrorCode.ListenEventTooLarge` (as
    * `subscription.error` when re-listening is off; `listen()` rejects with it when the acknowledgement
    * is the event), so that a server can never grow the client's memory without end. Notifications are
-   * small; the acknowledgement repeats the filter, and this package's servers accept 64 KiB listen
-   * bodies by default.
+   * small; the acknowledgement repeats the honoured part of the filter, so it grows with the listen body,
+   * which this package's servers accept up to 4 MiB by default (`maxBodyBytes`, as the official SDK's).
    * @default 4194304 (4 MiB)
    */
   readonly maxEventBytes?: number;

@@ -1,19 +1,32 @@
 /**
  * The example apps (examples/express, examples/nest) as a user gets them: each installed from its own
  * lockfile with `npm ci` (first use, or when the lockfile changed), with the package `npm pack` makes
- * unpacked over it, type-checked and compiled with the repository's tsc, started as a user starts it,
- * and exercised over real HTTP: the app's own 401, the read check narrowing a listen's
- * acknowledgement, `server/discover` advertising exactly what listen honours, a REST change reaching
- * the stream, and SIGTERM ending the stream with its terminal result before the process exits 0.
+ * unpacked over it, type-checked with TypeScript 5 and 7 (the repository's `typescript` and
+ * `typescript7`) and compiled with 7 (what the examples pin, and what `npm i typescript` installs),
+ * started as a user starts it, and exercised over real HTTP: the app's own 401, the read check
+ * narrowing a listen's acknowledgement, `server/discover` advertising exactly what listen honours, a
+ * REST change reaching the stream, and SIGTERM ending the stream with its terminal result before the
+ * process exits 0. The Express example's own jest test (the README's client example) runs with its
+ * own jest setup against the packed package.
  *
- * Also: the README's quick starts are excerpts of these apps (every fenced block marked
- * `<!-- from examples/… -->` must still be in that file), and its `curl` listen request works as
- * written against both running examples, each header refused when left out.
+ * Also: the README's quick starts are these apps, file by file (every fenced block marked
+ * `<!-- from examples/… -->` is that whole file, and every file, import and package they need is
+ * shown), and its `curl` listen request works as written against both running examples, each header
+ * refused when left out.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import path from 'node:path';
 import { bearer } from '../helpers/bearer.ts';
 import { installPacked, packPackage, PACK_TIMEOUT_MS, type Packed } from '../helpers/pack.ts';
@@ -21,7 +34,11 @@ import { mcpRequest, REPO_ROOT } from '../helpers/sample-app.ts';
 import { listen, listenBody, listenHeaders, post, type SseStream } from '../helpers/sse.ts';
 
 const EXAMPLES = path.join(REPO_ROOT, 'examples');
-const TSC = path.join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+/** The repository's TypeScripts: 5 (`typescript`) and 7 (`typescript7`, the version the examples pin). */
+const TSC = {
+  5: path.join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc'),
+  7: path.join(REPO_ROOT, 'node_modules', 'typescript7', 'bin', 'tsc'),
+} as const;
 const README = path.join(REPO_ROOT, 'README.md');
 const PACKAGE = 'mcp-subscriptions';
 /** Whether this Node can run a `.ts` file itself (`--experimental-strip-types`, Node 22.6 and newer). */
@@ -38,7 +55,7 @@ interface Manifest {
 }
 
 interface Lockfile {
-  packages: Record<string, { version?: string }>;
+  packages: Record<string, { version?: string; name?: string }>;
 }
 
 const exampleDir = (example: Example): string => path.join(EXAMPLES, example);
@@ -96,15 +113,27 @@ function install(example: Example): void {
   installPacked(packed!.tarball, dir);
 }
 
-/** The repository's tsc on the example's own tsconfig; throws with the compiler's output on an error. */
-function tsc(example: Example, ...args: string[]): void {
+/** TypeScript `version` on the example's own tsconfig; throws with the compiler's output on an error. */
+function tsc(example: Example, version: keyof typeof TSC, ...args: string[]): void {
   const dir = exampleDir(example);
   rmSync(path.join(dir, 'dist'), { recursive: true, force: true });
   try {
-    execFileSync(process.execPath, [TSC, '-p', dir, ...args], { stdio: 'pipe' });
+    execFileSync(process.execPath, [TSC[version], '-p', dir, ...args], { stdio: 'pipe' });
   } catch (error) {
     const { stdout } = error as { stdout?: Buffer };
-    throw new Error(`tsc -p examples/${example} ${args.join(' ')} failed:\n${stdout?.toString() ?? String(error)}`);
+    throw new Error(
+      `tsc ${version} -p examples/${example} ${args.join(' ')} failed:\n${stdout?.toString() ?? String(error)}`,
+    );
+  }
+}
+
+/** `npm test` in the example, as its README says; throws with jest's output on a failure. */
+function npmTest(example: Example): void {
+  try {
+    execFileSync('npm', ['test'], { cwd: exampleDir(example), stdio: 'pipe', env: { ...process.env, CI: '1' } });
+  } catch (error) {
+    const { stdout, stderr } = error as { stdout?: Buffer; stderr?: Buffer };
+    throw new Error(`npm test in examples/${example} failed:\n${stdout?.toString()}\n${stderr?.toString()}`);
   }
 }
 
@@ -184,12 +213,8 @@ function readmeCurl(): { url: string; headers: Record<string, string>; body: str
   return { url, headers, body, streaming: /^curl -N /.test(block) };
 }
 
-/** What the examples offer: every list change and resource subscriptions, no Tasks extension. */
-const OFFERED_CAPABILITIES = {
-  tools: { listChanged: true },
-  prompts: { listChanged: true },
-  resources: { listChanged: true, subscribe: true },
-};
+/** What the examples offer: resource subscriptions, nothing else. */
+const OFFERED_CAPABILITIES = { resources: { subscribe: true } };
 
 async function exercise(app: RunningExample, { curl = false } = {}): Promise<void> {
   // The app's own auth runs before listen.
@@ -199,7 +224,8 @@ async function exercise(app: RunningExample, { curl = false } = {}): Promise<voi
   expect(refused.status).toBe(401);
   expect(refused.headers['www-authenticate']).toBe('Bearer');
 
-  // Alice asks for every kind and for her note and bob's: bob's is dropped as if never asked for.
+  // Alice asks for every kind and for her note and bob's: bob's is dropped as if never asked for, and so
+  // are the kinds the app does not offer.
   const stream = await listen(
     app.url,
     'listen-1',
@@ -215,12 +241,7 @@ async function exercise(app: RunningExample, { curl = false } = {}): Promise<voi
   expect(stream.status).toBe(200);
   const ack = (await stream.event(1)).json;
   expect(ack.method).toBe('notifications/subscriptions/acknowledged');
-  expect(ack.params.notifications).toStrictEqual({
-    toolsListChanged: true,
-    promptsListChanged: true,
-    resourcesListChanged: true,
-    resourceSubscriptions: ['note://alice/todo'],
-  });
+  expect(ack.params.notifications).toStrictEqual({ resourceSubscriptions: ['note://alice/todo'] });
 
   // server/discover (answered by the SDK's handler behind the listen route) advertises exactly that.
   const discover = await mcpRequest(app.url, 'alice-token', 'server/discover');
@@ -302,16 +323,24 @@ async function exercise(app: RunningExample, { curl = false } = {}): Promise<voi
 }
 
 describe('the example apps, installed from their lockfiles with the packed package', () => {
-  it('every dependency the examples share with the repository is pinned to the version its lockfile has', () => {
-    const root = readJson<Lockfile>(path.join(REPO_ROOT, 'package-lock.json')).packages;
+  it('every dependency the examples share with the repository is pinned to a version its lockfile has', () => {
+    // The repository's versions of each package, its aliases included (`typescript7` is typescript 7).
+    const root = new Map<string, string[]>();
+    for (const [key, entry] of Object.entries(readJson<Lockfile>(path.join(REPO_ROOT, 'package-lock.json')).packages)) {
+      const alias = /^node_modules\/((?:@[^/]+\/)?[^/]+)$/.exec(key)?.[1];
+      if (alias === undefined || entry.version === undefined) continue;
+      const name = entry.name ?? alias;
+      root.set(name, [...(root.get(name) ?? []), entry.version]);
+    }
     const drift: string[] = [];
     for (const example of ['express', 'nest'] as const) {
       const manifest = readJson<Manifest>(path.join(exampleDir(example), 'package.json'));
       expect(manifest.dependencies?.[PACKAGE]).toBe('^0.1.0');
+      expect(manifest.devDependencies?.['typescript']).toMatch(/^7\./);
       for (const [name, spec] of Object.entries({ ...manifest.dependencies, ...manifest.devDependencies })) {
-        const version = root[`node_modules/${name}`]?.version;
-        if (name !== PACKAGE && version !== undefined && spec !== version) {
-          drift.push(`examples/${example}: ${name} ${spec}, the repository ${version}`);
+        const versions = root.get(name);
+        if (name !== PACKAGE && versions !== undefined && !versions.includes(spec)) {
+          drift.push(`examples/${example}: ${name} ${spec}, the repository ${versions.join(' and ')}`);
         }
       }
     }
@@ -319,12 +348,14 @@ describe('the example apps, installed from their lockfiles with the packed packa
   });
 
   it(
-    'Express (ES modules): type-checks, then serves listen run by tsx, compiled, and (Node 22.6+) type-stripped',
+    'Express (ES modules): type-checks on TypeScript 5 and 7, passes its own jest test, then serves listen run by tsx, compiled, and (Node 22.6+) type-stripped',
     async () => {
       install('express');
-      tsc('express', '--noEmit');
+      tsc('express', 5, '--noEmit');
+      tsc('express', 7, '--noEmit');
+      npmTest('express');
       await exercise(await start('express', ['node_modules/.bin/tsx', 'src/main.ts']), { curl: true });
-      tsc('express');
+      tsc('express', 7);
       await exercise(await start('express', ['dist/main.js']));
       // The README's third way, where this Node has it (22.6 and newer).
       if (STRIPS_TYPES) await exercise(await start('express', ['--experimental-strip-types', 'src/main.ts']));
@@ -333,93 +364,204 @@ describe('the example apps, installed from their lockfiles with the packed packa
   );
 
   it(
-    'NestJS 11 (CommonJS, decorator metadata): compiles, runs and serves listen behind its guards',
+    'NestJS 11 (CommonJS, decorator metadata): type-checks on TypeScript 5, compiles with 7, runs and serves listen behind its guard',
     async () => {
       install('nest');
-      tsc('nest');
+      tsc('nest', 5, '--noEmit');
+      tsc('nest', 7);
       await exercise(await start('nest', ['dist/main.js']), { curl: true });
     },
     EXAMPLE_TIMEOUT_MS,
   );
 });
 
-/** Lines without their leading indentation (and trailing blanks), for comparing excerpts. */
-const normalize = (text: string): string[] => text.split('\n').map((line) => line.trim());
+/** The pages that show files of the examples. */
+const PAGES = ['README.md', 'docs/nest.md', 'docs/client.md'];
 
-/** How a line of a README excerpt that stands for lines of the file left out starts (`// … more`). */
-const ELISION = '// …';
-
-interface Excerpt {
+interface Shown {
+  /** Where the block's first line is, `README.md:120`. */
+  readonly at: string;
+  /** The file the marker names, `examples/express/src/app.ts`. */
   readonly file: string;
-  readonly line: number;
   readonly code: string;
 }
 
-/** Every fenced block of the README right below a `<!-- from examples/… -->` line, with the file it names. */
-function readmeExcerpts(): Excerpt[] {
-  const lines = readFileSync(README, 'utf8').split('\n');
-  const excerpts: Excerpt[] = [];
+/** Every fenced block right below a `<!-- from examples/… -->` line of `text`, with the file it names. */
+function shownIn(page: string, text: string, firstLine = 1): Shown[] {
+  const lines = text.split('\n');
+  const shown: Shown[] = [];
   lines.forEach((line, i) => {
-    const file = /^\s*<!-- from (examples\/\S+) -->\s*$/.exec(line)?.[1];
+    const file = /^<!-- from (examples\/\S+) -->$/.exec(line.trim())?.[1];
     if (file === undefined) return;
     const open = lines.findIndex((next, j) => j > i && next.trim() !== '');
-    const close = lines.findIndex((next, j) => j > open && /^\s*```\s*$/.test(next));
-    if (open === -1 || !/^\s*```/.test(lines[open]!) || close === -1) {
-      throw new Error(`README.md:${i + 1}: the marker is not right above a fenced block`);
+    const close = lines.findIndex((next, j) => j > open && /^```\s*$/.test(next));
+    if (open === -1 || !/^```\w+$/.test(lines[open]!) || close === -1) {
+      throw new Error(`${page}:${firstLine + i}: the marker is not right above a fenced block`);
     }
-    excerpts.push({ file, line: open + 2, code: lines.slice(open + 1, close).join('\n') });
+    shown.push({ at: `${page}:${firstLine + open + 1}`, file, code: lines.slice(open + 1, close).join('\n') });
   });
-  return excerpts;
+  return shown;
 }
 
-/** The lines of `code` missing from `file`: each run between elisions must appear there, in order. */
-function missingFrom(file: string, code: string): string | undefined {
-  const source = normalize(readFileSync(path.join(REPO_ROOT, file), 'utf8'));
-  const runs: string[][] = [[]];
-  for (const line of normalize(code)) {
-    if (line.startsWith(ELISION)) runs.push([]);
-    else runs.at(-1)!.push(line);
-  }
-  let from = 0;
-  for (const run of runs.filter((lines) => lines.length > 0)) {
-    const at = source.findIndex((_line, i) => i >= from && run.every((expected, k) => source[i + k] === expected));
-    if (at === -1) return run.join('\n');
-    from = at + run.length;
-  }
-  return undefined;
+/** A `## ` section of the README, heading to the next `## ` heading, and the line it starts on. */
+function readmeSection(heading: string): { text: string; firstLine: number } {
+  const readme = readFileSync(README, 'utf8');
+  const start = readme.indexOf(`\n${heading}\n`);
+  if (start === -1) throw new Error(`README.md has no section ${heading}`);
+  const end = readme.indexOf('\n## ', start + heading.length + 2);
+  return {
+    text: readme.slice(start + 1, end === -1 ? undefined : end),
+    firstLine: readme.slice(0, start + 1).split('\n').length,
+  };
 }
 
-describe("the README's quick starts are cut from the examples", () => {
-  it('every code block of both Quick start sections is an excerpt of a named example file, still in it', () => {
-    const readme = readFileSync(README, 'utf8');
-    for (const section of ['## Quick start (your Express app)', '## Quick start (your NestJS app)']) {
-      const start = readme.indexOf(section);
-      expect(start).toBeGreaterThanOrEqual(0);
-      const end = readme.indexOf('\n## ', start + section.length);
-      const body = readme.slice(start, end === -1 ? undefined : end);
-      const blocks = [...body.matchAll(/(<!-- from examples\/\S+ -->\n\n?)?```ts\n/g)];
-      expect(blocks.length).toBeGreaterThan(0);
-      const unmarked = blocks.filter((block) => block[1] === undefined).length;
-      expect({ section, unmarked }).toStrictEqual({ section, unmarked: 0 });
+/** The packages the `npm i`/`npm install` commands of `text`'s ```sh blocks install (versions aside). */
+function installedBy(text: string): Set<string> {
+  const names = new Set<string>();
+  for (const [, block] of text.matchAll(/```sh\n([\s\S]*?)```/g)) {
+    for (const [, args] of block!.matchAll(/\bnpm (?:i|install)\b([^\n&#|;]*)/g)) {
+      for (const word of args!.trim().split(/\s+/)) {
+        if (word === '' || word.startsWith('-')) continue;
+        names.add(/^(@?[^@]+)/.exec(word)![1]!);
+      }
     }
-    const excerpts = readmeExcerpts();
-    expect(new Set(excerpts.map(({ file }) => file.split('/')[1]))).toStrictEqual(new Set(['express', 'nest']));
-    const stale = excerpts
-      .map(({ file, line, code }) => ({ at: `README.md:${line} (${file})`, missing: missingFrom(file, code) }))
-      .filter(({ missing }) => missing !== undefined);
-    expect(stale).toStrictEqual([]);
+  }
+  return names;
+}
+
+/** The packages a TypeScript file imports: bare specifiers, `node:` ones aside, without their subpath. */
+function packagesImportedBy(code: string): Set<string> {
+  const names = new Set<string>();
+  for (const [, specifier] of code.matchAll(/^import\s(?:[^'"]*\sfrom\s)?'([^']+)'/gm)) {
+    if (specifier!.startsWith('.') || specifier!.startsWith('node:')) continue;
+    names.add(/^(@[^/]+\/[^/]+|[^/]+)/.exec(specifier!)![1]!);
+  }
+  return names;
+}
+
+/** What a file of the examples is missing from a page: the block differs from the file, or no block shows it. */
+function staleBlocks(shown: readonly Shown[]): { at: string; file: string }[] {
+  return shown
+    .filter(({ file, code }) => {
+      const source = path.join(REPO_ROOT, file);
+      return !existsSync(source) || readFileSync(source, 'utf8') !== `${code}\n`;
+    })
+    .map(({ at, file }) => ({ at, file }));
+}
+
+/** How many ```ts and ```json blocks of `text` have no `<!-- from examples/… -->` marker right above. */
+function unmarkedBlocks(text: string): number {
+  return [...text.matchAll(/(<!-- from examples\/\S+ -->\n\n?)?```(?:ts|json)\n/g)].filter(
+    (block) => block[1] === undefined,
+  ).length;
+}
+
+/** The files of an example a quick start must show: its tsconfig and every source file but its tests. */
+function appFiles(example: Example): string[] {
+  const src = path.join(exampleDir(example), 'src');
+  return [
+    `examples/${example}/tsconfig.json`,
+    ...readdirSync(src)
+      .filter((name) => name.endsWith('.ts') && !name.endsWith('.test.ts'))
+      .map((name) => `examples/${example}/src/${name}`),
+  ].sort();
+}
+
+const EXPRESS = '## Quick start (your Express app)';
+const NEST = '## Quick start (your NestJS app)';
+const CLIENT = '## Client: `mcp-subscriptions/client`';
+/** Where the README's client example says how to run it with jest. */
+const CLIENT_PAGE = 'docs/client.md';
+
+describe('the README shows the examples, file by file, complete', () => {
+  it('every block marked `<!-- from examples/… -->` is that whole file, exactly', () => {
+    const shown = PAGES.filter((page) => existsSync(path.join(REPO_ROOT, page))).flatMap((page) =>
+      shownIn(page, readFileSync(path.join(REPO_ROOT, page), 'utf8')),
+    );
+    expect(new Set(shown.map(({ file }) => file.split('/')[1]))).toStrictEqual(new Set(['express', 'nest']));
+    expect(staleBlocks(shown)).toStrictEqual([]);
   });
 
-  it('an excerpt that is not in its file is caught', () => {
+  it('each quick start shows every file of its app, marks every code block, and installs every package they import', () => {
+    const sections = { express: readmeSection(EXPRESS), nest: readmeSection(NEST) };
+    const shownBy = (example: Example): Shown[] =>
+      shownIn('README.md', sections[example].text, sections[example].firstLine);
+    for (const example of ['express', 'nest'] as const) {
+      const { text } = sections[example];
+      const shown = shownBy(example);
+      // A file the Nest app shares with the Express one is shown once, in the Express quick start; the
+      // Nest quick start names it, and it is the same file, byte for byte.
+      const missing = appFiles(example).filter((file) => !shown.some((block) => block.file === file));
+      const shared = missing.filter((file) => {
+        const twin = file.replace(`examples/${example}/`, 'examples/express/');
+        return (
+          example === 'nest' &&
+          text.includes(`\`${file.replace(`examples/${example}/`, '')}\``) &&
+          shownBy('express').some((block) => block.file === twin) &&
+          readFileSync(path.join(REPO_ROOT, file), 'utf8') === readFileSync(path.join(REPO_ROOT, twin), 'utf8')
+        );
+      });
+      expect({ example, missing: missing.filter((file) => !shared.includes(file)) }).toStrictEqual({
+        example,
+        missing: [],
+      });
+      expect({ example, unmarked: unmarkedBlocks(text) }).toStrictEqual({ example, unmarked: 0 });
+      // Every package its files import, and every package its package.json names, is installed by the
+      // section's own `npm i` lines (for Express, with those of docs/client.md, which add jest).
+      const installed = new Set([
+        ...installedBy(text),
+        ...(example === 'express' ? installedBy(readFileSync(path.join(REPO_ROOT, CLIENT_PAGE), 'utf8')) : []),
+      ]);
+      const files = [...shown.map(({ file }) => file), ...shared];
+      const imported = files.flatMap((file) => [
+        ...packagesImportedBy(readFileSync(path.join(REPO_ROOT, file), 'utf8')),
+      ]);
+      const manifest = readJson<Manifest>(path.join(exampleDir(example), 'package.json'));
+      const needed = new Set([...imported, ...Object.keys({ ...manifest.dependencies, ...manifest.devDependencies })]);
+      expect({ example, notInstalled: [...needed].filter((name) => !installed.has(name)) }).toStrictEqual({
+        example,
+        notInstalled: [],
+      });
+    }
+  });
+
+  it("the Client section shows the Express example's test, and docs/client.md the jest set-up that runs it", () => {
+    const { text, firstLine } = readmeSection(CLIENT);
+    expect(shownIn('README.md', text, firstLine).map(({ file }) => file)).toContain('examples/express/src/app.test.ts');
+    const page = readFileSync(path.join(REPO_ROOT, CLIENT_PAGE), 'utf8');
+    expect(shownIn(CLIENT_PAGE, page).map(({ file }) => file)).toContain('examples/express/jest.config.json');
+    const installed = new Set([...installedBy(page), ...installedBy(readmeSection(EXPRESS).text)]);
+    const imported = packagesImportedBy(readFileSync(path.join(EXAMPLES, 'express', 'src', 'app.test.ts'), 'utf8'));
+    expect([...imported].filter((name) => !installed.has(name))).toStrictEqual([]);
+  });
+
+  it('the checks catch a block that differs from its file, an import not installed and an unmarked block', () => {
     const file = 'examples/express/src/app.ts';
-    const lines = readFileSync(path.join(REPO_ROOT, file), 'utf8').split('\n');
-    const imports = lines.filter((line) => line.startsWith('import ')).join('\n');
-    const later = lines.find((line) => line.includes('new SubscriptionHub()'))!;
-    expect(missingFrom(file, imports)).toBeUndefined();
-    expect(missingFrom(file, `  ${imports.replaceAll('\n', '\n    ')}`)).toBeUndefined(); // indentation aside
-    expect(missingFrom(file, `${imports}\n${ELISION}\n${later}`)).toBeUndefined();
-    expect(missingFrom(file, imports.replace('mcpSubscriptions', 'mcpSubscription'))).toBeDefined();
-    expect(missingFrom(file, `${later}\n${ELISION}\n${imports}`)).toBeDefined(); // order counts
-    expect(missingFrom(file, `${imports}\n${later}`)).toBeDefined(); // a gap needs an elision
+    const code = readFileSync(path.join(REPO_ROOT, file), 'utf8').replace(/\n$/, '');
+    expect(staleBlocks([{ at: 'x', file, code }])).toStrictEqual([]);
+    expect(staleBlocks([{ at: 'x', file, code: code.replace('mcpSubscriptions(', 'mcpSubscription(') }])).toHaveLength(
+      1,
+    );
+    expect(staleBlocks([{ at: 'x', file, code: code.split('\n').slice(1).join('\n') }])).toHaveLength(1); // an import left out
+    expect(staleBlocks([{ at: 'x', file: 'examples/express/src/gone.ts', code }])).toHaveLength(1);
+    expect([...packagesImportedBy(code)].sort()).toStrictEqual([
+      '@modelcontextprotocol/node',
+      '@modelcontextprotocol/server',
+      'express',
+      'mcp-subscriptions',
+    ]);
+    const installed = installedBy(
+      '```sh\nnpm i express@5 @modelcontextprotocol/server@^2 mcp-subscriptions\nnpm i -D @types/node\n```',
+    );
+    expect([...installed].sort()).toStrictEqual([
+      '@modelcontextprotocol/server',
+      '@types/node',
+      'express',
+      'mcp-subscriptions',
+    ]);
+    expect(() => shownIn('x.md', '<!-- from examples/express/src/app.ts -->\ntext\n')).toThrow(/not right above/);
+    const marked = `<!-- from ${file} -->\n\n\`\`\`ts\n${code}\n\`\`\`\n`;
+    expect(unmarkedBlocks(marked)).toBe(0);
+    expect(unmarkedBlocks(`${marked}\n\`\`\`json\n{}\n\`\`\`\n`)).toBe(1);
   });
 });

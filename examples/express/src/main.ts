@@ -1,20 +1,13 @@
-/**
- * Starts the app: `npx tsx src/main.ts`, or `npm run build && node dist/main.js`. Listens on PORT
- * (default 3000; 0 picks a free port) at HOST (default 127.0.0.1).
- */
-import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createApp } from './app.ts';
 
 const { app, close } = createApp();
-const server = createServer(app);
-
-server.listen(Number(process.env.PORT ?? 3000), process.env.HOST ?? '127.0.0.1', () => {
-  const { address, port } = server.address() as AddressInfo;
-  console.log(`listening on http://${address.includes(':') ? `[${address}]` : address}:${port}/mcp`);
+const host = process.env.HOST ?? '127.0.0.1';
+const server = app.listen(Number(process.env.PORT ?? 3000), host, () => {
+  console.log(`listening on http://${host}:${(server.address() as AddressInfo).port}/mcp`);
 });
 
-// Graceful shutdown: stop accepting connections, end every listen stream with its terminal result
+// On SIGTERM or SIGINT: stop accepting connections, end every listen stream with its terminal result
 // (resultType "complete"), close each connection as it falls idle, and exit once the server is closed.
 let stopping = false;
 function shutdown(): void {

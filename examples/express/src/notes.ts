@@ -1,8 +1,4 @@
-/**
- * The notes service: `note://<owner>/<name>` resources in memory, and the one read rule that
- * `resources/read` and every listen stream share. It tells listen streams about changes through
- * the hub.
- */
+import type { AuthInfo } from '@modelcontextprotocol/server';
 import type { SubscriptionHub } from 'mcp-subscriptions';
 
 /** A note's name: letters, digits, `_`, `.` and `-`, not starting with `.`. */
@@ -10,11 +6,18 @@ export const NOTE_NAME = /^\w[\w.-]{0,63}$/;
 
 const NOTE_URI = /^note:\/\/(\w+)\/(\w[\w.-]{0,63})$/;
 
-/** The read rule: a note is readable by its owner only. */
+/** Who the caller is: the user your auth put in `req.auth.extra.sub` (where mcp-subscriptions looks too). */
+export function principalOf(auth: AuthInfo | undefined): string | undefined {
+  const sub = auth?.extra?.['sub'];
+  return typeof sub === 'string' ? sub : undefined;
+}
+
+/** The one read rule, of `resources/read` and of every listen: a note is readable by its owner only. */
 export function canRead(uri: string, { principal }: { readonly principal: string }): boolean {
   return NOTE_URI.exec(uri)?.[1] === principal;
 }
 
+/** Notes in memory, `note://<owner>/<name>`; every change is published through the hub. */
 export class NotesService {
   readonly #texts = new Map<string, string>();
   readonly #hub: SubscriptionHub;
@@ -23,23 +26,16 @@ export class NotesService {
     this.#hub = hub;
   }
 
-  /** Creates or replaces `owner`'s note `name` and tells the listen streams; returns its URI. */
+  /** Creates or replaces `owner`'s note `name`, and tells its listeners; returns its URI. */
   save(owner: string, name: string, text: string): string {
     const uri = `note://${owner}/${name}`;
-    const created = !this.#texts.has(uri);
     this.#texts.set(uri, text);
-    if (created) this.#hub.resourcesListChanged();
     this.#hub.resourceUpdated(uri);
     return uri;
   }
 
-  /** The text of the note at `uri`, if there is one. Check {@link canRead} first. */
-  read(uri: string): string | undefined {
-    return this.#texts.get(uri);
-  }
-
-  /** The URIs of `owner`'s notes. */
-  urisOf(owner: string): string[] {
-    return [...this.#texts.keys()].filter((uri) => canRead(uri, { principal: owner }));
+  /** The note at `uri` if `principal` may read it; `undefined` if it is missing or not theirs alike. */
+  read(uri: string, principal: string | undefined): string | undefined {
+    return principal !== undefined && canRead(uri, { principal }) ? this.#texts.get(uri) : undefined;
   }
 }

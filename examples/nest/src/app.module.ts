@@ -1,27 +1,19 @@
-/**
- * The app: a global bearer guard, the SDK's MCP handler behind a controller, a notes REST route, and
- * McpSubscriptionsModule adding `subscriptions/listen` on `/mcp` in front of that controller.
- */
 import { Module } from '@nestjs/common';
 import { APP_GUARD } from '@nestjs/core';
-import { McpSubscriptionsModule } from 'mcp-subscriptions/nest';
-import { AuthGuard } from './auth.guard';
-import { McpController } from './mcp.controller';
-import { offer } from './mcp-server';
-import { NoteReadGuard } from './note-read.guard';
-import { NotesController } from './notes.controller';
-import { NotesService } from './notes.service';
+import { McpSubscriptionsModule, SubscriptionHub } from 'mcp-subscriptions/nest';
+import { AuthGuard } from './auth.guard.ts';
+import { McpController } from './mcp.controller.ts';
+import { offer } from './mcp-server.ts';
+import { NotesController } from './notes.controller.ts';
+import { canRead, NotesService } from './notes.ts';
 
 @Module({
-  imports: [
-    McpSubscriptionsModule.forRoot({
-      capabilities: offer,
-      // The guards of the MCP route (the global AuthGuard applies anyway). Each URI a listen asks for
-      // is admitted only if they let a resources/read of it through.
-      guards: [NoteReadGuard],
-    }),
-  ],
+  // Serves listen on /mcp, checking each URI with the read rule of resources/read; provides SubscriptionHub.
+  imports: [McpSubscriptionsModule.forRoot({ capabilities: offer, canRead })],
   controllers: [McpController, NotesController],
-  providers: [{ provide: APP_GUARD, useClass: AuthGuard }, NotesService],
+  providers: [
+    { provide: APP_GUARD, useClass: AuthGuard }, // global, so it runs before the listen route too
+    { provide: NotesService, inject: [SubscriptionHub], useFactory: (hub: SubscriptionHub) => new NotesService(hub) },
+  ],
 })
 export class AppModule {}

@@ -1,10 +1,6 @@
-/**
- * Starts the app: `npm run build && node dist/main.js`. Listens on PORT (default 3000; 0 picks a free
- * port) at HOST (default 127.0.0.1).
- */
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
-import { AppModule } from './app.module';
+import { AppModule } from './app.module.ts';
 
 async function main(): Promise<void> {
   const app = await NestFactory.create(AppModule);

@@ -1,11 +1,8 @@
-/**
- * A REST route that changes a note: the note's listen subscribers get
- * `notifications/resources/updated` (NotesService publishes through the hub).
- */
 import { BadRequestException, Body, Controller, Inject, Param, Put, Req } from '@nestjs/common';
-import { principalOf, type AuthedRequest } from './auth.guard';
-import { NOTE_NAME, NotesService } from './notes.service';
+import type { AuthedRequest } from './auth.guard.ts';
+import { NOTE_NAME, NotesService, principalOf } from './notes.ts';
 
+/** A REST route that changes a note: the note's listeners get notifications/resources/updated. */
 @Controller('notes')
 export class NotesController {
   constructor(@Inject(NotesService) private readonly notes: NotesService) {}
