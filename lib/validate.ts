@@ -132,36 +132,39 @@ export function loggerOption(name: string, value: unknown): Logger {
 }
 
 /** A positive safe integer. */
-export function positiveInteger(name: string, value: unknown): number {
+export function positiveInteger(name: string, value: unknown, alternative = ''): number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
     throw new OptionsError(
       ErrorCode.NotPositiveInteger,
-      `Expected \`${name}\` to be a positive integer, got ${describeValue(value)}`,
+      `Expected \`${name}\` to be a positive integer${alternative}, got ${describeValue(value)}`,
     );
   }
   return value;
 }
 
 /** A duration in milliseconds a timer can wait for: a positive integer up to {@link MAX_TIMER_MS}. */
-export function durationMs(name: string, value: unknown): number {
-  const ms = positiveInteger(name, value);
+export function durationMs(name: string, value: unknown, alternative = ''): number {
+  const ms = positiveInteger(name, value, alternative);
   if (ms > MAX_TIMER_MS) {
     throw new OptionsError(
       ErrorCode.DurationTooLong,
-      `Expected \`${name}\` to be at most ${MAX_TIMER_MS} ms (about 24.8 days), got ${describeValue(value)}`,
+      `Expected \`${name}\` to be at most ${MAX_TIMER_MS} ms (about 24.8 days)${alternative}, got ${describeValue(value)}`,
     );
   }
   return ms;
 }
 
-/** A duration, or `false` for "off". */
+/** What the message of an option that `false` turns off adds: the fix a user may not know of. */
+const OR_FALSE = ', or `false` to turn it off';
+
+/** A duration, or `false` for "off"; a mistake's message says that `false` is allowed. */
 export function durationOrFalse(name: string, value: unknown): number | false {
-  return value === false ? false : durationMs(name, value);
+  return value === false ? false : durationMs(name, value, OR_FALSE);
 }
 
-/** A positive integer, or `false` for "no bound". */
+/** A positive integer, or `false` for "no bound"; a mistake's message says that `false` is allowed. */
 export function positiveIntegerOrFalse(name: string, value: unknown): number | false {
-  return value === false ? false : positiveInteger(name, value);
+  return value === false ? false : positiveInteger(name, value, OR_FALSE);
 }
 
 /** A boolean. */

@@ -51,7 +51,7 @@ const OVERFLOW_POLICIES: readonly OverflowPolicy[] = ['drop-oldest', 'drop-newes
 /** The request headers the client sets itself (lower-case): a caller's `headers` may not set them. */
 const OWN_HEADERS: readonly string[] = ['content-type', 'accept', 'mcp-protocol-version', 'mcp-method'];
 
-const LISTEN_OPTION_KEYS: readonly string[] = Object.keys({
+export const LISTEN_OPTION_KEYS: readonly string[] = Object.keys({
   headers: true,
   id: true,
   fetch: true,
@@ -65,13 +65,13 @@ const LISTEN_OPTION_KEYS: readonly string[] = Object.keys({
   idleTimeoutMs: true,
 } satisfies { readonly [K in keyof Required<ListenOptions>]: true });
 
-const RECONNECT_OPTION_KEYS: readonly string[] = Object.keys({
+export const RECONNECT_OPTION_KEYS: readonly string[] = Object.keys({
   initialDelayMs: true,
   maxDelayMs: true,
   maxAttempts: true,
 } satisfies { readonly [K in keyof Required<ReconnectOptions>]: true });
 
-const WAIT_FOR_OPTION_KEYS: readonly string[] = Object.keys({
+export const WAIT_FOR_OPTION_KEYS: readonly string[] = Object.keys({
   timeoutMs: true,
 } satisfies { readonly [K in keyof Required<WaitForOptions>]: true });
 

@@ -57,7 +57,7 @@ const FOR_ROOT = 'McpSubscriptionsModule.forRoot()';
 const FOR_ROOT_ASYNC = 'McpSubscriptionsModule.forRootAsync()';
 
 /** The extras of the module definition: what shapes the module. */
-const ROUTE_OPTION_KEYS = optionKeys<McpSubscriptionsRouteOptions>({
+export const ROUTE_OPTION_KEYS = optionKeys<McpSubscriptionsRouteOptions>({
   path: true,
   guards: true,
   readGuards: true,
@@ -67,7 +67,7 @@ const ROUTE_OPTION_KEYS = optionKeys<McpSubscriptionsRouteOptions>({
 /** What `forRoot()` takes besides the extras, and what a `forRootAsync()` factory returns. */
 const MODULE_OPTION_KEYS: readonly string[] = [...LISTEN_OPTION_KEYS, ...NODE_ADAPTER_OPTION_KEYS];
 
-const ASYNC_OPTION_KEYS = optionKeys<McpSubscriptionsModuleAsyncOptions>({
+export const ASYNC_OPTION_KEYS = optionKeys<McpSubscriptionsModuleAsyncOptions>({
   imports: true,
   inject: true,
   useFactory: true,

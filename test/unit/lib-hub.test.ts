@@ -760,6 +760,15 @@ describe('hub options', () => {
     const tooLong = optionError({ stallTimeoutMs: 2 ** 31 });
     expect(tooLong).toMatchObject({ code: ErrorCode.DurationTooLong });
     expect(tooLong.message).toContain('`stallTimeoutMs`');
+    // An option that `false` turns off says so: the fix a user may not know of.
+    expect(optionError({ stallTimeoutMs: -1 })).toMatchObject({
+      code: ErrorCode.NotPositiveInteger,
+      message:
+        'mcp-subscriptions: Expected `stallTimeoutMs` to be a positive integer, or `false` to turn it off, got `-1` (number)',
+    });
+    expect(tooLong.message).toContain('or `false` to turn it off');
+    expect(optionError({ maxSubscriptionsPerPrincipal: 0 }).message).toContain('or `false` to turn it off');
+    expect(optionError({ maxSubscriptions: 0 }).message).not.toContain('`false`');
   });
 
   test('the removed maxBuffer and overflow are refused, whatever their value, saying what replaced them', () => {

@@ -839,7 +839,7 @@ describe('listen options', () => {
     expect(optionError({ ...base, handleSubscribeResource: true }).message).toMatch(/`handleSubscribeResource`/);
     expect(optionError({ ...base, canAccessTask: 1 }).message).toMatch(/`canAccessTask`/);
     expect(optionError({ ...base, keepAliveMs: -5 }).message).toBe(
-      'mcp-subscriptions: Expected `keepAliveMs` to be a positive integer, got `-5` (number)',
+      'mcp-subscriptions: Expected `keepAliveMs` to be a positive integer, or `false` to turn it off, got `-5` (number)',
     );
     for (const field of ['keepAliveMs', 'maxFilterEntries', 'authorizeConcurrency', 'authorizeTimeoutMs']) {
       for (const value of [0, -1, 2.5, '100', Number.NaN, true]) {

@@ -457,7 +457,7 @@ describe('NestJS module options are validated in the engine’s words, with a co
     [
       'a zero keepAliveMs',
       { ...base, keepAliveMs: 0 },
-      /Expected `keepAliveMs` to be a positive integer, got `0`/,
+      /Expected `keepAliveMs` to be a positive integer, or `false` to turn it off, got `0`/,
       ErrorCode.NotPositiveInteger,
     ],
     [
