@@ -39,7 +39,7 @@ export const ErrorCode = Object.freeze({
   NotOneOf: 'ERR_MCP_SUBSCRIPTIONS_NOT_ONE_OF',
   /** `hub` is not a `SubscriptionHub` (or, in Nest, its options). */
   InvalidHub: 'ERR_MCP_SUBSCRIPTIONS_INVALID_HUB',
-  /** `bus` does not implement `SubscriptionBus` (`join(onEvent)`). */
+  /** `bus` does not implement `SubscriptionBus` (`join({ event, cancel })`). */
   InvalidBus: 'ERR_MCP_SUBSCRIPTIONS_INVALID_BUS',
   /** `logger` lacks `warn` or `error`. */
   InvalidLogger: 'ERR_MCP_SUBSCRIPTIONS_INVALID_LOGGER',

@@ -101,7 +101,7 @@ export function resolveHubOptions(options: SubscriptionHubOptions = {}): Resolve
   if (typeof (bus as Partial<SubscriptionBus> | null)?.join !== 'function') {
     throw new OptionsError(
       ErrorCode.InvalidBus,
-      `Expected \`bus\` to implement \`join(onEvent)\`, got ${describeValue(bus)}`,
+      `Expected \`bus\` to be a SubscriptionBus (\`new MemoryBus()\`, a \`RedisBus\` from 'mcp-subscriptions/redis', or an object whose \`join({ event, cancel })\` returns a member), got ${describeValue(bus)}`,
     );
   }
   const logger = loggerOption('logger', given<unknown>(options.logger, consoleLogger));

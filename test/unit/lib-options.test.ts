@@ -127,6 +127,12 @@ describe('one code per check', () => {
     }
   });
 
+  test('a bus that is not one is refused with what a bus is and where to get one', () => {
+    expect(thrown(() => new SubscriptionHub({ bus: { join: undefined } } as never)).message).toBe(
+      "mcp-subscriptions: Expected `bus` to be a SubscriptionBus (`new MemoryBus()`, a `RedisBus` from 'mcp-subscriptions/redis', or an object whose `join({ event, cancel })` returns a member), got `object` (object)",
+    );
+  });
+
   test('the listen options, through the middleware', () => {
     const cases: [Record<string, unknown>, string][] = [
       [{ capabilities: {} }, ErrorCode.MissingOption],
