@@ -1,7 +1,6 @@
 // ESLint flat config: typescript-eslint's type-checked rules, plus the import boundaries of the
-// layout (lib/ knows no framework; adapters reach lib only through its two doors, never each other, and
-// the client through lib/core.ts only, which stands on leaves, with fetch for HTTP; host apps use the
-// published entries only).
+// layout (lib/ knows no framework; adapters, the client included, reach lib only through its two doors,
+// never each other; the client speaks HTTP through fetch; host apps use the published entries only).
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
@@ -100,8 +99,9 @@ export default tseslint.config(
     },
   },
   {
-    // The client runs in apps that have none of the server's frameworks: lib through lib/core.ts only
-    // (the other doors reach the server's engine), and HTTP through fetch only (the caller may hand its own).
+    // The client runs in apps that have none of the server's frameworks: lib through its doors like every
+    // adapter (what it needs there is lib/core.ts, re-exported by the adapters' door), and HTTP through
+    // fetch only (the caller may hand its own).
     files: ['adapters/client/**/*.ts'],
     rules: {
       'no-restricted-imports': [
@@ -113,9 +113,9 @@ export default tseslint.config(
           patterns: [
             { group: frameworks, message: 'The client imports no framework.' },
             {
-              regex: '^\\.\\./\\.\\./lib/(?!core\\.ts$)',
+              regex: '^\\.\\./\\.\\./lib/(?!(index|internal)\\.ts$)',
               message:
-                'The client imports lib only through lib/core.ts: the doors (index.ts, internal.ts) reach the server engine.',
+                "The client imports lib only through its doors: lib/index.ts (public) and lib/internal.ts (the adapters'), which re-exports lib/core.ts.",
             },
             { regex: '^\\.\\./(?!\\.\\./lib/)', message: 'An adapter never imports another adapter.' },
           ],

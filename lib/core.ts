@@ -1,12 +1,13 @@
 /**
  * The core that both ends of the wire share: the errors and their codes, the option checks (each with
  * its code, unknown keys with the nearest known one suggested) and the wire's names (methods, `_meta`
- * keys, protocol revisions). It is the client's one door to lib/, and part of the adapters' door,
- * lib/internal.ts, which re-exports it; the package's `exports` do not publish it.
+ * keys, protocol revisions). It is part of the adapters' door,
+ * lib/internal.ts, which re-exports it and through which the client and the other adapters reach it;
+ * the package's `exports` do not publish it.
  *
  * Only leaves stand behind it (errors.ts, validate.ts, events.ts, and types by `import type`): nothing
  * it reaches at run time imports `node:http`, `node:net` or a framework (ESLint enforces it), so the
- * client, which runs in apps that have no server and speaks HTTP through `fetch`, loads no server code.
+ * leaves stay importable by any module of lib without pulling the server in.
  */
 export { describeValue, ErrorCode, hasErrorCode, McpSubscriptionsError, OptionsError, RpcErrorCode } from './errors.ts';
 export type { ErrorCodeValue } from './errors.ts';

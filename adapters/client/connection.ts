@@ -10,7 +10,7 @@ import {
   SUBSCRIPTION_ID_META_KEY,
   type NotificationFilter,
   type RequestId,
-} from '../../lib/core.ts';
+} from '../../lib/internal.ts';
 import { ListenError, type ListenErrorCode } from './errors.ts';
 import { requestHeaders, type ResolvedListen } from './options.ts';
 import { parseRetryAfter } from './retry.ts';

@@ -2,7 +2,7 @@
  * The client's runtime errors. Both belong to the package's hierarchy (`McpSubscriptionsError`) and are
  * told apart by `code` (docs/error-codes.md), never by `instanceof`: two copies of the package agree.
  */
-import { McpSubscriptionsError, type ErrorCode, type RequestId } from '../../lib/core.ts';
+import { McpSubscriptionsError, type ErrorCode, type RequestId } from '../../lib/internal.ts';
 import type { NotificationItem, EndReason } from './types.ts';
 
 /** The codes a {@link ListenError} may carry, one per reason. */

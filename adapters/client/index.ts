@@ -59,5 +59,5 @@ export type {
   SubscriptionItem,
   WaitForOptions,
 } from './types.ts';
-export { ErrorCode, hasErrorCode } from '../../lib/core.ts';
-export type { NotificationFilter, RequestId } from '../../lib/core.ts';
+export { ErrorCode, hasErrorCode } from '../../lib/internal.ts';
+export type { NotificationFilter, RequestId } from '../../lib/internal.ts';

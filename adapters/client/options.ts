@@ -24,7 +24,7 @@ import {
   TASKS_EXTENSION,
   type ErrorCodeValue,
   type RequestId,
-} from '../../lib/core.ts';
+} from '../../lib/internal.ts';
 import type {
   FetchLike,
   ListenFilter,

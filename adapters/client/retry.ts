@@ -2,7 +2,7 @@
  * When to listen again, and how long to wait first: full-jitter exponential backoff, never shorter
  * than what a `Retry-After` asked for; and which failures are worth another attempt.
  */
-import { ErrorCode, hasErrorCode, MAX_TIMER_MS, RpcErrorCode } from '../../lib/core.ts';
+import { ErrorCode, hasErrorCode, MAX_TIMER_MS, RpcErrorCode } from '../../lib/internal.ts';
 import type { ListenError } from './errors.ts';
 import type { ResolvedReconnect } from './options.ts';
 

@@ -2,7 +2,7 @@
  * One subscription, as `listen()` hands it over: the current connection, the buffer its notifications
  * wait in, the consumer's pulls (iteration and `waitFor()`), the end, and re-listening when it is on.
  */
-import { ErrorCode, type NotificationFilter, type RequestId } from '../../lib/core.ts';
+import { ErrorCode, type NotificationFilter, type RequestId } from '../../lib/internal.ts';
 import { openConnection, type Connection, type ConnectionEvents } from './connection.ts';
 import { ListenError, WaitForError } from './errors.ts';
 import { ItemQueue } from './item-queue.ts';

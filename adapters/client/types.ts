@@ -2,7 +2,7 @@
  * Every public option and type of `mcp-subscriptions/client`, in one place (lib/types.ts is the
  * engine's). Types only.
  */
-import type { NotificationFilter, RequestId } from '../../lib/core.ts';
+import type { NotificationFilter, RequestId } from '../../lib/internal.ts';
 import type { ListenError } from './errors.ts';
 
 /**
