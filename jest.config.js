@@ -48,7 +48,7 @@ const project = (tier, alsoRun = []) => ({
 export default {
   projects: [
     project('unit'),
-    // The README's client example is examples/express's own test: run here from the sources, and by the
+    // The client example (docs/client.md) is examples/express's own test: run here from the sources, and by the
     // example's `npm test` from the packed tarball (test/system/examples.test.ts).
     project('integration', ['<rootDir>/examples/express/src/app.test.ts']),
     project('system'),

@@ -6,10 +6,10 @@
  * started as a user starts it, and exercised over real HTTP: the app's own 401, the read check
  * narrowing a listen's acknowledgement, `server/discover` advertising exactly what listen honours, a
  * REST change reaching the stream, and SIGTERM ending the stream with its terminal result before the
- * process exits 0. The Express example's own jest test (the README's client example) runs with its
+ * process exits 0. The Express example's own jest test (the client example of docs/client.md) runs with its
  * own jest setup against the packed package.
  *
- * Also: the README's quick starts are these apps, file by file (every fenced block marked
+ * Also: the quick starts (the README's for Express, docs/nest.md's for Nest) are these apps, file by file (every fenced block marked
  * `<!-- from examples/… -->` is that whole file, and every file, import and package they need is
  * shown), and its `curl` listen request works as written against both running examples, each header
  * refused when left out.
@@ -403,15 +403,16 @@ function shownIn(page: string, text: string, firstLine = 1): Shown[] {
   return shown;
 }
 
-/** A `## ` section of the README, heading to the next `## ` heading, and the line it starts on. */
-function readmeSection(heading: string): { text: string; firstLine: number } {
-  const readme = readFileSync(README, 'utf8');
+/** A `## ` section of a page (the README by default), heading to the next `## ` heading, and the line it starts on. */
+function readmeSection(heading: string, page = 'README.md'): { text: string; firstLine: number; page: string } {
+  const readme = readFileSync(path.join(REPO_ROOT, page), 'utf8');
   const start = readme.indexOf(`\n${heading}\n`);
-  if (start === -1) throw new Error(`README.md has no section ${heading}`);
+  if (start === -1) throw new Error(`${page} has no section ${heading}`);
   const end = readme.indexOf('\n## ', start + heading.length + 2);
   return {
     text: readme.slice(start + 1, end === -1 ? undefined : end),
     firstLine: readme.slice(0, start + 1).split('\n').length,
+    page,
   };
 }
 
@@ -468,12 +469,15 @@ function appFiles(example: Example): string[] {
 }
 
 const EXPRESS = '## Quick start (your Express app)';
-const NEST = '## Quick start (your NestJS app)';
-const CLIENT = '## Client: `mcp-subscriptions/client`';
+/** The Nest quick start, whole files, lives on the Nest page; the README points to it. */
+const NEST = '## Quick start';
+const NEST_PAGE = 'docs/nest.md';
+/** The client example (the Express example's own test) lives on the client page, beside its jest set-up. */
+const CLIENT = "## Your app's test, with jest";
 /** Where the README's client example says how to run it with jest. */
 const CLIENT_PAGE = 'docs/client.md';
 
-describe('the README shows the examples, file by file, complete', () => {
+describe('the README and docs show the examples, file by file, complete', () => {
   it('every block marked `<!-- from examples/… -->` is that whole file, exactly', () => {
     const shown = PAGES.filter((page) => existsSync(path.join(REPO_ROOT, page))).flatMap((page) =>
       shownIn(page, readFileSync(path.join(REPO_ROOT, page), 'utf8')),
@@ -483,9 +487,9 @@ describe('the README shows the examples, file by file, complete', () => {
   });
 
   it('each quick start shows every file of its app, marks every code block, and installs every package they import', () => {
-    const sections = { express: readmeSection(EXPRESS), nest: readmeSection(NEST) };
+    const sections = { express: readmeSection(EXPRESS), nest: readmeSection(NEST, NEST_PAGE) };
     const shownBy = (example: Example): Shown[] =>
-      shownIn('README.md', sections[example].text, sections[example].firstLine);
+      shownIn(sections[example].page, sections[example].text, sections[example].firstLine);
     for (const example of ['express', 'nest'] as const) {
       const { text } = sections[example];
       const shown = shownBy(example);
@@ -525,9 +529,9 @@ describe('the README shows the examples, file by file, complete', () => {
     }
   });
 
-  it("the Client section shows the Express example's test, and docs/client.md the jest set-up that runs it", () => {
-    const { text, firstLine } = readmeSection(CLIENT);
-    expect(shownIn('README.md', text, firstLine).map(({ file }) => file)).toContain('examples/express/src/app.test.ts');
+  it("docs/client.md shows the Express example's test, and the jest set-up that runs it", () => {
+    const { text, firstLine } = readmeSection(CLIENT, CLIENT_PAGE);
+    expect(shownIn(CLIENT_PAGE, text, firstLine).map(({ file }) => file)).toContain('examples/express/src/app.test.ts');
     const page = readFileSync(path.join(REPO_ROOT, CLIENT_PAGE), 'utf8');
     expect(shownIn(CLIENT_PAGE, page).map(({ file }) => file)).toContain('examples/express/jest.config.json');
     const installed = new Set([...installedBy(page), ...installedBy(readmeSection(EXPRESS).text)]);
