@@ -89,22 +89,36 @@ const CONTRACT_VARIABLES = [
   'STALL_TIMEOUT_MS',
   'MAX_BUFFER',
   'REDIS_URL',
+  'REDIS_CLUSTER',
   'MCP_CONFORMANCE',
   'NODE_TEST_CONTEXT',
 ];
 
 const LISTENING = /^listening on (http:\/\/([^/\s]+))\/mcp\s*$/m;
 
+/** Options of {@link startSample}. */
+export interface StartOptions {
+  /** How long the sample may take to print its `listening on` line. @default 30000 */
+  startTimeoutMs?: number;
+  /** Start it with `npm start` / `npm run start:nest`, signals and all, as a user does. @default false */
+  viaNpm?: boolean;
+  /**
+   * The source tree to start it from: another release's (see first-release.ts), whose own
+   * `package.json` makes `mcp-subscriptions` resolve to that release's sources. @default REPO_ROOT
+   */
+  root?: string;
+}
+
 /**
  * Starts a sample app the way `npm start` / `npm run start:nest` do (`node --conditions=mcp-subscriptions-source
- * --import tsx sample-app/<kind>/main.ts` from the repo root) with `PORT=0` and `HOST=127.0.0.1`,
- * plus `env` (an `undefined` value unsets a variable, to exercise its default). Resolves once it
- * printed its `listening on` line.
+ * --import tsx sample-app/<kind>/main.ts` from the repo root, or from `root`) with `PORT=0` and
+ * `HOST=127.0.0.1`, plus `env` (an `undefined` value unsets a variable, to exercise its default).
+ * Resolves once it printed its `listening on` line.
  */
 export function startSample(
   kind: SampleKind,
   env: Record<string, string | undefined> = {},
-  { startTimeoutMs = 30_000, viaNpm = false } = {},
+  { startTimeoutMs = 30_000, viaNpm = false, root = REPO_ROOT }: StartOptions = {},
 ): Promise<SampleApp> {
   const childEnv: NodeJS.ProcessEnv = { ...process.env };
   for (const name of CONTRACT_VARIABLES) delete childEnv[name];
@@ -118,7 +132,7 @@ export function startSample(
     ? ['npm', ['run', '--silent', kind === 'express' ? 'start' : 'start:nest']]
     : [process.execPath, ['--conditions=mcp-subscriptions-source', '--import', 'tsx', `sample-app/${kind}/main.ts`]];
   const child = spawn(command, args, {
-    cwd: REPO_ROOT,
+    cwd: root,
     env: childEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
