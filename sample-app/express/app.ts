@@ -8,7 +8,7 @@ import type { AuthInfo } from '@modelcontextprotocol/server';
 import express, { type ErrorRequestHandler, type Express, type Request, type RequestHandler } from 'express';
 import { SubscriptionHub } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
-import { createSampleBus, sampleHubOptions } from '../shared/bus.ts';
+import { createSampleBus, sampleHubOptions, sampleStats } from '../shared/bus.ts';
 import { authenticate, principalOf, toAuthInfo } from '../shared/auth.ts';
 import { CatalogService, isCatalogName } from '../shared/catalog-service.ts';
 import { DEFAULT_CONFIG, type SampleConfig } from '../shared/config.ts';
@@ -189,7 +189,7 @@ export function createApp(config: Partial<SampleConfig> = {}): ExpressSample {
     res.status(200).json(tasks.setStatus(principal(req), req.params['taskId'] ?? '', req.body));
   });
   api.get('/subscriptions/stats', (_req, res) => {
-    res.json(hub.stats());
+    res.json(sampleStats(hub.stats(), sampleBus));
   });
   app.use('/api', api);
 

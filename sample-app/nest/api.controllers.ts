@@ -17,12 +17,14 @@ import {
   Res,
 } from '@nestjs/common';
 import type { Response } from 'express';
-import { SubscriptionHub, type HubStats } from 'mcp-subscriptions';
+import { SubscriptionHub } from 'mcp-subscriptions';
+import { sampleStats, type SampleStats } from '../shared/bus.ts';
 import { CatalogService, isCatalogName } from '../shared/catalog-service.ts';
 import { NotesService, type Note } from '../shared/notes-service.ts';
 import { TasksService } from '../shared/tasks-service.ts';
 import type { TaskState } from 'mcp-subscriptions';
 import { Principal } from './bearer-auth.guard.ts';
+import { SampleBusProvider } from './config.ts';
 import { PutNoteDto, TaskStatusDto, validBody } from './dto.ts';
 
 @Controller('api/notes')
@@ -84,10 +86,14 @@ export class TasksController {
 
 @Controller('api/subscriptions')
 export class StatsController {
-  constructor(@Inject(SubscriptionHub) private readonly hub: SubscriptionHub) {}
+  constructor(
+    @Inject(SubscriptionHub) private readonly hub: SubscriptionHub,
+    @Inject(SampleBusProvider) private readonly bus: SampleBusProvider,
+  ) {}
 
+  /** The hub's statistics, and under `bus` the Redis bus's counters when one is in use. */
   @Get('stats')
-  stats(): HubStats {
-    return this.hub.stats();
+  stats(): SampleStats {
+    return sampleStats(this.hub.stats(), this.bus.sample);
   }
 }

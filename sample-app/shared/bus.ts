@@ -1,10 +1,11 @@
 /**
- * The samples' bus: in memory (the hub's default) unless `REDIS_URL` is set, then a `RedisBus` on its
- * own two connections, so that every instance sharing that Redis delivers every event and every
+ * The samples' bus: in memory (the hub's default) unless `REDIS_URL` or `REDIS_CLUSTER` is set, then a
+ * `RedisBus` on connections of its own (to one Redis server, or to the cluster the seed nodes belong
+ * to), so that every instance sharing that Redis delivers every event and every
  * `notifications/cancelled`. Framework-free: both samples build it here.
  */
-import type { SubscriptionBus, SubscriptionHubOptions } from 'mcp-subscriptions';
-import { RedisBus } from 'mcp-subscriptions/redis';
+import type { HubStats, SubscriptionBus, SubscriptionHubOptions } from 'mcp-subscriptions';
+import { RedisBus, type RedisBusStats } from 'mcp-subscriptions/redis';
 import type { SampleConfig } from './config.ts';
 
 /** The bus to hand the hub, and how to close it (after the hub: the hub leaves it first). */
@@ -17,23 +18,51 @@ export interface SampleBus {
    * is down at start-up does not keep the app from serving its own streams; the bus says so in the log.
    */
   ready(timeoutMs?: number): Promise<void>;
+  /** The Redis bus's counters, or `undefined` for the in-memory bus. */
+  stats(): RedisBusStats | undefined;
   close(): Promise<void>;
 }
 
+/**
+ * The channels' prefix. Every release of the samples uses this one: a rolling deploy from one release
+ * to the next (test/system/rolling-upgrade.test.ts) needs both on the same channels.
+ */
+const CHANNEL_PREFIX = 'mcp-subscriptions-sample';
+
 /** The bus `config` asks for. */
 export function createSampleBus(config: Pick<SampleConfig, 'redisUrl'>): SampleBus {
-  if (config.redisUrl === undefined) {
-    return { bus: undefined, ready: () => Promise.resolve(), close: () => Promise.resolve() };
+  let bus: RedisBus;
+  if (config.redisUrl !== undefined) {
+    bus = new RedisBus({ url: config.redisUrl, client: 'ioredis', channelPrefix: CHANNEL_PREFIX });
+  } else {
+    return {
+      bus: undefined,
+      ready: () => Promise.resolve(),
+      stats: () => undefined,
+      close: () => Promise.resolve(),
+    };
   }
-  const bus = new RedisBus({ url: config.redisUrl, client: 'ioredis', channelPrefix: 'mcp-subscriptions-sample' });
   return {
     bus,
     ready: async (timeoutMs = 5000) => {
       const deadline = Date.now() + timeoutMs;
       while (!bus.stats().connected && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
     },
+    stats: () => bus.stats(),
     close: () => bus.close(),
   };
+}
+
+/** What the stats route answers: the hub's statistics, and the Redis bus's counters under `bus`. */
+export type SampleStats = HubStats & { bus?: RedisBusStats };
+
+/**
+ * The stats route's body: `hub.stats()`, plus `bus` when a Redis bus is in use. Counts only: neither
+ * holds a principal's name, a URI or a task id.
+ */
+export function sampleStats(hubStats: HubStats, sampleBus: SampleBus): SampleStats {
+  const bus = sampleBus.stats();
+  return bus === undefined ? hubStats : { ...hubStats, bus };
 }
 
 /** The hub's options for `config`, on `bus`: what both samples build their hub from. */

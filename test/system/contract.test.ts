@@ -883,6 +883,13 @@ for (const kind of SAMPLES) {
         for (const { stream } of [first, second, third]) stream.close();
       });
 
+      it('GET /api/subscriptions/stats has no `bus` with the in-memory hub (REDIS_URL and REDIS_CLUSTER unset)', async () => {
+        const stats = await app.api(alice, 'GET', '/api/subscriptions/stats');
+        expect(stats.status).toBe(200);
+        expect(typeof stats.body?.openStreams).toBe('number');
+        expect(stats.body).not.toHaveProperty('bus');
+      });
+
       describe('listen request errors (spec §6)', () => {
         async function refused(body: unknown, headers: Record<string, string> = listenHeaders(bearer(alice))) {
           const stream = await post(app.url, body, headers);
@@ -1365,6 +1372,38 @@ for (const kind of SAMPLES) {
         }
       },
       // Two samples and a redis-server to start: give a slow start the time to report its own error.
+      90_000,
+    );
+
+    redisTest(
+      "REDIS_URL: GET /api/subscriptions/stats shows the bus's counters under `bus`, counts only",
+      async () => {
+        const redis = await startRedis();
+        if (redis === undefined) throw new Error('redis-server could not be started');
+        const [a, b] = await twoInstances(kind, redis.url);
+        try {
+          // The warm-up creates a note on each instance that a stream on the other follows: each
+          // instance has published, and received from the other.
+          const probes = await warm(a, b, subscribe);
+          for (const instance of [a, b]) {
+            const stats = await instance.api(alice, 'GET', '/api/subscriptions/stats');
+            expect(stats.status).toBe(200);
+            const bus = stats.body?.bus;
+            expect(bus?.connected).toBe(true);
+            for (const counter of ['published', 'received', 'dropped']) expect(typeof bus?.[counter]).toBe('number');
+            expect(bus.published).toBeGreaterThanOrEqual(1);
+            expect(bus.received).toBeGreaterThanOrEqual(1);
+            expect(bus.dropped).toBe(0);
+            const text = JSON.stringify(stats.body);
+            for (const secret of ['alice', 'bob', 'carol', 'note://', 'warm', probes[0]!.id]) {
+              expect({ secret, leaked: text.includes(String(secret)) }).toStrictEqual({ secret, leaked: false });
+            }
+          }
+        } finally {
+          await Promise.all([a.stop(), b.stop()]);
+          await redis.stop();
+        }
+      },
       90_000,
     );
 
