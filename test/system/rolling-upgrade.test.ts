@@ -28,6 +28,7 @@ import {
   TOKENS,
   type RedisServer,
   type SampleApp,
+  type SampleKind,
 } from '../helpers/sample-app.ts';
 import { isUpdateOf, Sentinel, watcher } from '../helpers/sentinel.ts';
 import { testUnless } from '../helpers/skip.ts';
@@ -87,9 +88,9 @@ function startFirstRelease(redis: RedisServer): Promise<SampleApp> {
   return startSample('express', { REDIS_URL: redis.url }, { root: release.root });
 }
 
-/** A node of this release. */
-function startCurrent(redis: RedisServer): Promise<SampleApp> {
-  return startSample('express', { REDIS_URL: redis.url });
+/** A node of this release: its Express sample, or its Nest sample (which the first release had too). */
+function startCurrent(redis: RedisServer, kind: SampleKind = 'express'): Promise<SampleApp> {
+  return startSample(kind, { REDIS_URL: redis.url }, { startTimeoutMs: 60_000 });
 }
 
 /**
@@ -182,105 +183,112 @@ class PublishLog {
 }
 
 describe('rolling upgrade: first-release nodes and current nodes on one Redis', () => {
-  redisTest(
-    'each node delivers the events published on the other, once each and in order, and each release writes its own wire',
-    async () => {
-      const redis = await startRedis();
-      if (redis === undefined) throw new Error('redis-server could not be started');
-      const log = await PublishLog.start(redis);
-      const [old, current] = await Promise.all([startFirstRelease(redis), startCurrent(redis)]);
-      try {
-        const sentinels = { old: await Sentinel.create(old, current), current: await Sentinel.create(current, old) };
-        await crossing(old, current);
-        await crossing(current, old);
+  for (const kind of ['express', 'nest'] as const) {
+    describe(`a first-release Express node and a current ${kind} node`, () => {
+      redisTest(
+        'each node delivers the events published on the other, once each and in order, and each release writes its own wire',
+        async () => {
+          const redis = await startRedis();
+          if (redis === undefined) throw new Error('redis-server could not be started');
+          const log = await PublishLog.start(redis);
+          const [old, current] = await Promise.all([startFirstRelease(redis), startCurrent(redis, kind)]);
+          try {
+            const sentinels = {
+              old: await Sentinel.create(old, current),
+              current: await Sentinel.create(current, old),
+            };
+            await crossing(old, current);
+            await crossing(current, old);
 
-        for (const [from, to, sentinel] of [
-          [old, current, sentinels.old],
-          [current, old, sentinels.current],
-        ] as const) {
-          const name = uid('cross');
-          const uri = `note://alice/${name}`;
-          const filter = { toolsListChanged: true, resourcesListChanged: true, resourceSubscriptions: [uri] };
-          const there = await watch(to, sentinel, alice, uid('there'), filter);
-          const here = await watch(from, sentinel, alice, uid('here'), filter);
-          const bobThere = await watch(to, sentinel, bob, uid('bob-there'), { resourceSubscriptions: [uri] });
+            for (const [from, to, sentinel] of [
+              [old, current, sentinels.old],
+              [current, old, sentinels.current],
+            ] as const) {
+              const name = uid('cross');
+              const uri = `note://alice/${name}`;
+              const filter = { toolsListChanged: true, resourcesListChanged: true, resourceSubscriptions: [uri] };
+              const there = await watch(to, sentinel, alice, uid('there'), filter);
+              const here = await watch(from, sentinel, alice, uid('here'), filter);
+              const bobThere = await watch(to, sentinel, bob, uid('bob-there'), { resourceSubscriptions: [uri] });
 
-          expect((await putNote(from, alice, uri, 'one')).status).toBe(201);
-          expect((await from.api(carol, 'POST', '/api/catalog/tools')).status).toBe(202);
-          expect((await putNote(from, alice, uri, 'two')).status).toBe(200);
-          expect((await from.api(carol, 'POST', '/api/catalog/resources')).status).toBe(202);
-          expect((await from.api(alice, 'DELETE', `/api/notes/alice/${name}`)).status).toBe(204);
-          await sentinel.fire(from);
+              expect((await putNote(from, alice, uri, 'one')).status).toBe(201);
+              expect((await from.api(carol, 'POST', '/api/catalog/tools')).status).toBe(202);
+              expect((await putNote(from, alice, uri, 'two')).status).toBe(200);
+              expect((await from.api(carol, 'POST', '/api/catalog/resources')).status).toBe(202);
+              expect((await from.api(alice, 'DELETE', `/api/notes/alice/${name}`)).status).toBe(204);
+              await sentinel.fire(from);
 
-          // The note's create emits the list change before the update (sample-app/shared/notes-service.ts).
-          const published = [
-            RESOURCES,
-            `${UPDATED} ${uri}`,
-            TOOLS,
-            `${UPDATED} ${uri}`,
-            RESOURCES,
-            RESOURCES,
-            `${UPDATED} ${uri}`,
-          ];
-          expect(await there.next({ ordered: true })).toStrictEqual(published);
-          expect(await here.next({ ordered: true })).toStrictEqual(published);
-          expect(await bobThere.next()).toStrictEqual([]); // the read check holds across releases
-        }
+              // The note's create emits the list change before the update (sample-app/shared/notes-service.ts).
+              const published = [
+                RESOURCES,
+                `${UPDATED} ${uri}`,
+                TOOLS,
+                `${UPDATED} ${uri}`,
+                RESOURCES,
+                RESOURCES,
+                `${UPDATED} ${uri}`,
+              ];
+              expect(await there.next({ ordered: true })).toStrictEqual(published);
+              expect(await here.next({ ordered: true })).toStrictEqual(published);
+              expect(await bobThere.next()).toStrictEqual([]); // the read check holds across releases
+            }
 
-        // Each release wrote its own wire: the first release v1 on its channel, the current one v2
-        // elsewhere, plus v1 copies (node ids `~2~…`) on the first release's channel for its nodes.
-        await log.sync();
-        const byOld = log.entries.filter((entry) => entry.message?.v === 1 && !COPY_NODE.test(entry.message.node));
-        const oldNodes = new Set(byOld.map((entry) => entry.message.node as string));
-        expect(oldNodes.size).toBe(1);
-        expect(new Set(byOld.map((entry) => entry.channel))).toStrictEqual(new Set([LEGACY_CHANNEL]));
-        const v2 = log.entries.filter((entry) => entry.message?.v === 2);
-        expect(v2.length).toBeGreaterThan(0);
-        for (const entry of v2) expect(entry.channel.startsWith(`${PREFIX}:2:`)).toBe(true);
-        const copies = log.entries.filter((entry) => entry.message?.v === 1 && COPY_NODE.test(entry.message.node));
-        expect(copies.length).toBeGreaterThan(0);
-        for (const entry of copies) expect(entry.channel).toBe(LEGACY_CHANNEL);
-      } finally {
-        await Promise.all([old.stop(), current.stop()]);
-        await log.close();
-        await redis.stop();
-      }
-    },
-    120_000,
-  );
+            // Each release wrote its own wire: the first release v1 on its channel, the current one v2
+            // elsewhere, plus v1 copies (node ids `~2~…`) on the first release's channel for its nodes.
+            await log.sync();
+            const byOld = log.entries.filter((entry) => entry.message?.v === 1 && !COPY_NODE.test(entry.message.node));
+            const oldNodes = new Set(byOld.map((entry) => entry.message.node as string));
+            expect(oldNodes.size).toBe(1);
+            expect(new Set(byOld.map((entry) => entry.channel))).toStrictEqual(new Set([LEGACY_CHANNEL]));
+            const v2 = log.entries.filter((entry) => entry.message?.v === 2);
+            expect(v2.length).toBeGreaterThan(0);
+            for (const entry of v2) expect(entry.channel.startsWith(`${PREFIX}:2:`)).toBe(true);
+            const copies = log.entries.filter((entry) => entry.message?.v === 1 && COPY_NODE.test(entry.message.node));
+            expect(copies.length).toBeGreaterThan(0);
+            for (const entry of copies) expect(entry.channel).toBe(LEGACY_CHANNEL);
+          } finally {
+            await Promise.all([old.stop(), current.stop()]);
+            await log.close();
+            await redis.stop();
+          }
+        },
+        120_000,
+      );
 
-  redisTest(
-    'notifications/cancelled sent to one node ends the stream held on the other; another principal’s does not',
-    async () => {
-      const redis = await startRedis();
-      if (redis === undefined) throw new Error('redis-server could not be started');
-      const [old, current] = await Promise.all([startFirstRelease(redis), startCurrent(redis)]);
-      try {
-        const sentinel = await Sentinel.create(old, current);
-        await crossing(old, current);
-        await crossing(current, old);
-        for (const [holder, other] of [
-          [old, current],
-          [current, old],
-        ] as const) {
-          const id = uid('cross-cancel');
-          const held = await watch(holder, sentinel, alice, id, { toolsListChanged: true });
-          // Bob names alice's id on the other node: her stream goes on.
-          await (await postCancel(other, bob, id)).text();
-          await sentinel.fire(other);
-          expect(await held.next()).toStrictEqual([]);
-          // Alice's own cancel, sent to the node that does not hold her stream, ends it there.
-          const res = await postCancel(other, alice, id);
-          expect(res.status).toBe(202);
-          expect(await held.subscription.ended).toBe('lost'); // a cancelled stream gets no result
-        }
-      } finally {
-        await Promise.all([old.stop(), current.stop()]);
-        await redis.stop();
-      }
-    },
-    120_000,
-  );
+      redisTest(
+        'notifications/cancelled sent to one node ends the stream held on the other; another principal’s does not',
+        async () => {
+          const redis = await startRedis();
+          if (redis === undefined) throw new Error('redis-server could not be started');
+          const [old, current] = await Promise.all([startFirstRelease(redis), startCurrent(redis, kind)]);
+          try {
+            const sentinel = await Sentinel.create(old, current);
+            await crossing(old, current);
+            await crossing(current, old);
+            for (const [holder, other] of [
+              [old, current],
+              [current, old],
+            ] as const) {
+              const id = uid('cross-cancel');
+              const held = await watch(holder, sentinel, alice, id, { toolsListChanged: true });
+              // Bob names alice's id on the other node: her stream goes on.
+              await (await postCancel(other, bob, id)).text();
+              await sentinel.fire(other);
+              expect(await held.next()).toStrictEqual([]);
+              // Alice's own cancel, sent to the node that does not hold her stream, ends it there.
+              const res = await postCancel(other, alice, id);
+              expect(res.status).toBe(202);
+              expect(await held.subscription.ended).toBe('lost'); // a cancelled stream gets no result
+            }
+          } finally {
+            await Promise.all([old.stop(), current.stop()]);
+            await redis.stop();
+          }
+        },
+        120_000,
+      );
+    });
+  }
 
   redisTest(
     'a deploy replacing two first-release nodes one by one loses no event on the streams that stay open; then the v1 copies stop',
