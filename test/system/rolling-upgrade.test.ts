@@ -118,6 +118,14 @@ async function crossing(from: SampleApp, to: SampleApp): Promise<void> {
   await probe.close();
 }
 
+/** The first-release nodes `app`'s bus counts, from the stats route (the contract's `bus`). */
+async function legacyNodes(app: SampleApp): Promise<number> {
+  const stats = await app.api(carol, 'GET', '/api/subscriptions/stats');
+  expect(stats.status).toBe(200);
+  expect(typeof stats.body?.bus?.legacyNodes).toBe('number');
+  return stats.body.bus.legacyNodes as number;
+}
+
 /** A PUBLISH Redis carried out, as `MONITOR` reports it. */
 interface Published {
   readonly channel: string;
@@ -313,20 +321,27 @@ describe('rolling upgrade: first-release nodes and current nodes on one Redis', 
         const new1 = await startCurrent(redis);
         nodes.push(new1);
         deploy.addNode('new1', new1);
+        // It counted the first-release nodes before saying it was connected (and so before listening).
+        expect(await legacyNodes(new1)).toBe(2);
         const onNew1 = await deploy.openStream('new1', new1);
         await deploy.published(20);
         await deploy.retire('old1', onOld1);
         expect(await old1.stop()).toBe(0);
+        await eventually(async () => (await legacyNodes(new1)) === 1, 'new1 to count one first-release node');
 
         // Node 2, likewise.
         await deploy.published(20);
         const new2 = await startCurrent(redis);
         nodes.push(new2);
         deploy.addNode('new2', new2);
+        expect(await legacyNodes(new2)).toBe(1);
         const onNew2 = await deploy.openStream('new2', new2);
         await deploy.published(20);
         await deploy.retire('old2', onOld2);
         expect(await old2.stop()).toBe(0);
+        for (const node of [new1, new2]) {
+          await eventually(async () => (await legacyNodes(node)) === 0, 'no first-release node counted any more');
+        }
 
         await deploy.published(20);
         await deploy.stop(publishing);
