@@ -394,6 +394,59 @@ describe('rolling upgrade: first-release nodes and current nodes on one Redis', 
     },
     180_000,
   );
+
+  redisTest(
+    'going back: current nodes replaced by first-release nodes one by one lose no event, each newcomer taking traffic once the current nodes count it',
+    async () => {
+      const redis = await startRedis();
+      if (redis === undefined) throw new Error('redis-server could not be started');
+      const deploy = new Deploy(uid('back'));
+      const nodes: SampleApp[] = [];
+      try {
+        const [new1, new2] = await Promise.all([startCurrent(redis), startCurrent(redis)]);
+        nodes.push(new1, new2);
+        deploy.addNode('new1', new1);
+        deploy.addNode('new2', new2);
+        const onNew1 = await deploy.openStream('new1', new1);
+        const onNew2 = await deploy.openStream('new2', new2);
+        const publishing = deploy.publish();
+
+        // A first-release node does not wait for the others to count it (docs/redis.md, "Rolling
+        // upgrades"): it joins the load balancer once the current nodes do.
+        await deploy.published(20);
+        const old1 = await startFirstRelease(redis);
+        nodes.push(old1);
+        for (const node of [new1, new2]) {
+          await eventually(async () => (await legacyNodes(node)) === 1, 'the current nodes to count old1');
+        }
+        deploy.addNode('old1', old1);
+        const onOld1 = await deploy.openStream('old1', old1);
+        await deploy.published(20);
+        await deploy.retire('new1', onNew1);
+        expect(await new1.stop()).toBe(0);
+
+        await deploy.published(20);
+        const old2 = await startFirstRelease(redis);
+        nodes.push(old2);
+        await eventually(async () => (await legacyNodes(new2)) === 2, 'new2 to count old2');
+        deploy.addNode('old2', old2);
+        const onOld2 = await deploy.openStream('old2', old2);
+        await deploy.published(20);
+        await deploy.retire('new2', onNew2);
+        expect(await new2.stop()).toBe(0);
+
+        await deploy.published(20);
+        await deploy.stop(publishing);
+        await deploy.settle(onOld1);
+        await deploy.settle(onOld2);
+        for (const stream of [onNew1, onNew2, onOld1, onOld2]) deploy.check(stream);
+      } finally {
+        await Promise.all(nodes.map((node) => node.stop()));
+        await redis.stop();
+      }
+    },
+    180_000,
+  );
 });
 
 /** One event of the deploy's continuous publishing: a note created on one node, its own URI. */
