@@ -275,6 +275,35 @@ describeUnless(serverMissing)("interest routing when Redis restarts (a redis-ser
   );
 });
 
+describeUnless(serverMissing)("subscription churn (a redis-server of the test's own, to count its commands)", () => {
+  test('streams of one key opening and closing in turn cost one SUBSCRIBE, and one UNSUBSCRIBE after the last', async () => {
+    const server = await OwnRedis.start();
+    cleanups.push(() => server.stop());
+    const redis = admin(server.url);
+    const calls = async (command: string): Promise<number> => {
+      const info = String(await redis.call('INFO', 'commandstats'));
+      return Number(new RegExp(`cmdstat_${command}:calls=(\\d+)`).exec(info)?.[1] ?? 0);
+    };
+    const node = bus('ioredis', uniquePrefix(), { url: server.url });
+    await connected(node);
+    const hub = hubOn(node);
+    const [subscribes, unsubscribes] = [await calls('subscribe'), await calls('unsubscribe')];
+    for (let i = 0; i < 50; i++) {
+      const stream = await openFollowing(hub, new FakeResponse(), {
+        id: i,
+        filter: { resourceSubscriptions: ['note://churn'] },
+      });
+      stream.cancel('client');
+    }
+    // One SUBSCRIBE for the URI and one for the principal's cancellations (two turns of the event loop
+    // at most), however many streams came and went; nothing let go while they keep coming back.
+    expect((await calls('subscribe')) - subscribes).toBeLessThanOrEqual(2);
+    expect((await calls('unsubscribe')) - unsubscribes).toBe(0);
+    await until(async () => (await calls('unsubscribe')) - unsubscribes === 1, 'the channels let go', 5000);
+    expect(node.stats().subscriptions).toBe(2);
+  });
+});
+
 describe('routing option', () => {
   test.each([
     ['a string', 'everything'],
