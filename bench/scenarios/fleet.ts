@@ -64,7 +64,7 @@ export const fleet: Scenario<Params> = {
     perNode: 50,
     listShare: 0.1,
     routings: ROUTINGS,
-    pair: { events: 50, rounds: 4 },
+    pair: { events: 100, rounds: 6 },
   },
   targets: ['ours'],
   fleet: {
