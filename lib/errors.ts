@@ -71,6 +71,8 @@ export const ErrorCode = Object.freeze({
   InvalidChannelPrefix: 'ERR_MCP_SUBSCRIPTIONS_INVALID_CHANNEL_PREFIX',
   /** Redis: `nodeId` is not a non-empty string of at most 200 characters. */
   InvalidNodeId: 'ERR_MCP_SUBSCRIPTIONS_INVALID_NODE_ID',
+  /** Redis: `routing` is not `'interest'`, `'broadcast'` or `{ buckets: n }` with an integer n from 1 to 65536. */
+  InvalidRouting: 'ERR_MCP_SUBSCRIPTIONS_INVALID_ROUTING',
   /** Options that exclude each other were given together (`url` with `publisher`/`subscriber`, `client` without `url`). */
   ConflictingOptions: 'ERR_MCP_SUBSCRIPTIONS_CONFLICTING_OPTIONS',
   /** Client: the URL `listen()` was given is not an absolute `http:` or `https:` URL. */
