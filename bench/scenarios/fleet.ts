@@ -123,6 +123,11 @@ function rows(routing: string, p: Params): RowSpec[] {
       digits: 1,
     },
     {
+      label: `fleet ${routing}: Redis commands per 1,000 events (and their time)`,
+      unit: '',
+      value: f('redisCommands'),
+    },
+    {
       label: `fleet ${routing}: node CPU per 1,000 events, the 8 nodes together (publish, receive, fan-out)`,
       unit: 'ms',
       value: f('nodeCpuMsPer1k'),
@@ -184,9 +189,15 @@ function random(seed: number): () => number {
   };
 }
 
-/** Redis's own counters from `INFO`: CPU in ms, output bytes, channels with a subscriber. */
-async function redisInfo(redis: Redis): Promise<{ cpuMs: number; outBytes: number; channels: number }> {
-  const text = await redis.info();
+/** Redis's own counters from `INFO`: CPU in ms, output bytes, channels with a subscriber, calls per command. */
+async function redisInfo(
+  redis: Redis,
+): Promise<{ cpuMs: number; outBytes: number; channels: number; calls: Map<string, { calls: number; usec: number }> }> {
+  const text = await redis.info('everything');
+  const calls = new Map<string, { calls: number; usec: number }>();
+  for (const match of text.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm)) {
+    calls.set(match[1] as string, { calls: Number(match[2]), usec: Number(match[3]) });
+  }
   const field = (name: string): number => {
     const match = new RegExp(`^${name}:([0-9.]+)`, 'm').exec(text);
     return match === null ? Number.NaN : Number(match[1]);
@@ -196,6 +207,7 @@ async function redisInfo(redis: Redis): Promise<{ cpuMs: number; outBytes: numbe
     cpuMs: (field('used_cpu_sys') + field('used_cpu_user')) * 1000,
     outBytes: field('total_net_output_bytes'),
     channels: field('pubsub_channels') + (Number.isFinite(shard) ? shard : 0),
+    calls,
   };
 }
 
@@ -334,6 +346,15 @@ async function runFleet(
       const received = (u1[i]!.bus?.received ?? Number.NaN) - (u0[i]!.bus?.received ?? Number.NaN);
       return received / (events - (eventsBy[i] as number));
     });
+    // Commands Redis ran during the rounds, per 1,000 events, and the time it spent in them.
+    const commands = [...info1.calls]
+      .map(([name, { calls, usec }]) => ({
+        name,
+        calls: calls - (info0.calls.get(name)?.calls ?? 0),
+        usec: usec - (info0.calls.get(name)?.usec ?? 0),
+      }))
+      .filter((c) => c.calls > 0 && c.name !== 'info')
+      .sort((a, b) => b.usec - a.usec);
     const nodeCpuUs = cpu0.reduce((sum, u, i) => sum + cpuBetween(u, cpu1[i] as Usage), 0);
 
     // One node against two: bursts to node 0's streams, published on node 0, then on the other process's first node.
@@ -368,6 +389,9 @@ async function runFleet(
       redisCpuMsPer1k: ((info1.cpuMs - info0.cpuMs) / events) * 1000,
       redisOutKbPer1k: ((info1.outBytes - info0.outBytes) / events) * (1000 / 1024),
       redisChannels: info1.channels,
+      redisCommands: commands
+        .map((c) => `${c.name} ${Math.round((c.calls / events) * 1000)} (${(c.usec / events).toFixed(2)} ms)`)
+        .join(', '),
       nodeCpuMsPer1k: (nodeCpuUs / 1000 / events) * 1000,
       deliveriesPerSec: frames / seconds,
       p50Ms: percentile(latencies, 50),
