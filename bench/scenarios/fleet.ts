@@ -308,7 +308,8 @@ async function runFleet(
       );
       const published = new Map<string, number>();
       orders.forEach((uris, i) => uris.forEach((uri, k) => uri !== '' && published.set(uri, times[i]![k] as number)));
-      const latencies = arrivals.map(({ uri, at }) => at - (published.get(uri) ?? Number.NaN));
+      // A frame of an earlier round, late past its round's end, answers no publish of this one: left out.
+      const latencies = arrivals.map(({ uri, at }) => at - (published.get(uri) ?? Number.NaN)).filter(Number.isFinite);
       const first = Math.min(...times.map((t) => t[0] as number));
       return {
         latencies,
@@ -376,7 +377,9 @@ async function runFleet(
         // The first round warms both paths up.
         if (r === 0) continue;
         const published = new Map(pairUris.map((uri, k) => [uri, t[k] as number]));
-        pair[which].push(...arrivals.map(({ uri, at }) => at - (published.get(uri) ?? Number.NaN)));
+        pair[which].push(
+          ...arrivals.map(({ uri, at }) => at - (published.get(uri) ?? Number.NaN)).filter(Number.isFinite),
+        );
         await sleep(50);
       }
     }
