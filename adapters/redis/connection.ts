@@ -130,6 +130,8 @@ abstract class BaseConnection implements Connection {
 interface IoRedisInternal extends Omit<IoRedisClient, 'on'>, Emitter {
   unsubscribe(...channels: string[]): Promise<unknown>;
   call(command: string, ...args: string[]): Promise<unknown>;
+  /** The connection's socket (ioredis 5 and 6). */
+  readonly stream?: { cork?(): void; uncork?(): void };
   quit(): Promise<unknown>;
   disconnect(): void;
 }
@@ -142,6 +144,8 @@ class IoRedisConnection extends BaseConnection {
   /** The channels this bus subscribed on the client (each counted once in `ioredisChannels`). */
   private readonly counted = new Set<string>();
   private listening = false;
+  /** Whether the socket is corked until the end of this tick (see {@link corkForTick}). */
+  private corked = false;
 
   constructor(client: IoRedisClient, owned: boolean) {
     const io = client as unknown as IoRedisInternal;
@@ -154,7 +158,27 @@ class IoRedisConnection extends BaseConnection {
   }
 
   publish(channel: string, payload: string): Promise<unknown> {
+    if (this.owned && !this.corked) this.corkForTick();
     return attempt(() => this.io.publish(channel, payload));
+  }
+
+  /**
+   * Holds the socket's writes until the end of this tick, so that a burst of PUBLISHes goes out in one
+   * system call, at once: what auto-pipelining saves in CPU, without its wait for `setImmediate` and for
+   * the previous batch's replies (docs/performance.md). Only on the bus's own connections, whose client
+   * it configured; a caller's client is used as it is.
+   */
+  private corkForTick(): void {
+    const stream = this.io.stream;
+    const cork = stream?.cork;
+    const uncork = stream?.uncork;
+    if (typeof cork !== 'function' || typeof uncork !== 'function') return;
+    cork.call(stream);
+    this.corked = true;
+    process.nextTick(() => {
+      this.corked = false;
+      uncork.call(stream);
+    });
   }
 
   command(args: readonly string[]): Promise<unknown> {
