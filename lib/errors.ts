@@ -61,7 +61,10 @@ export const ErrorCode = Object.freeze({
   NoReadCheck: 'ERR_MCP_SUBSCRIPTIONS_NO_READ_CHECK',
   /** Nest: the listen route could not be put in front of the host's MCP route (not found, or not Express). */
   RouteNotPlaced: 'ERR_MCP_SUBSCRIPTIONS_ROUTE_NOT_PLACED',
-  /** Redis: `publisher` or `subscriber` is neither an ioredis client nor a node-redis (v4+) client, or is a cluster client. */
+  /**
+   * Redis: `publisher` or `subscriber` is neither an ioredis client nor a node-redis (v4+) client (single
+   * node or cluster), or one is a cluster client and the other not, or they are clusters of two libraries.
+   */
   InvalidRedisClient: 'ERR_MCP_SUBSCRIPTIONS_INVALID_REDIS_CLIENT',
   /** Redis: `subscriber` is the very connection given as `publisher`; a subscribed connection cannot publish. */
   SameRedisConnection: 'ERR_MCP_SUBSCRIPTIONS_SAME_REDIS_CONNECTION',
@@ -71,7 +74,12 @@ export const ErrorCode = Object.freeze({
   InvalidChannelPrefix: 'ERR_MCP_SUBSCRIPTIONS_INVALID_CHANNEL_PREFIX',
   /** Redis: `nodeId` is not a non-empty string of at most 200 characters. */
   InvalidNodeId: 'ERR_MCP_SUBSCRIPTIONS_INVALID_NODE_ID',
-  /** Options that exclude each other were given together (`url` with `publisher`/`subscriber`, `client` without `url`). */
+  /** Redis: `cluster` is not a non-empty array of seed nodes (`host:port` or `redis://host:port`), at most 100. */
+  InvalidClusterNodes: 'ERR_MCP_SUBSCRIPTIONS_INVALID_CLUSTER_NODES',
+  /**
+   * Options that exclude each other were given together (`url`, `cluster` and `publisher`/`subscriber`:
+   * one of them; `client` without `url` or `cluster`).
+   */
   ConflictingOptions: 'ERR_MCP_SUBSCRIPTIONS_CONFLICTING_OPTIONS',
   /** Client: the URL `listen()` was given is not an absolute `http:` or `https:` URL. */
   InvalidUrl: 'ERR_MCP_SUBSCRIPTIONS_INVALID_URL',
@@ -101,6 +109,11 @@ export const ErrorCode = Object.freeze({
    * were left out: `AuthorizeDeadlineError`, the reason of the checks' aborted signals.
    */
   AuthorizeDeadline: 'ERR_MCP_SUBSCRIPTIONS_AUTHORIZE_DEADLINE',
+  /**
+   * Redis Cluster: a node runs Redis older than 7, which has no sharded pub/sub. Reported through the
+   * bus's logger as an outage (the bus stays disconnected), never thrown.
+   */
+  RedisTooOld: 'ERR_MCP_SUBSCRIPTIONS_REDIS_TOO_OLD',
   /** An engine invariant was broken (a reservation opened twice): a bug in an adapter. */
   Internal: 'ERR_MCP_SUBSCRIPTIONS_INTERNAL',
   /**

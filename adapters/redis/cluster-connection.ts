@@ -19,9 +19,8 @@
  * it all succeeds; then report ready, on which the bus subscribes its channels again and counts a
  * re-subscription.
  */
-import type { ConnectionEvents } from './connection.ts';
-import type { Connection } from './connection.ts';
-import { within } from './connection.ts';
+import { ErrorCode, McpSubscriptionsError } from '../../lib/internal.ts';
+import { within, type Connection, type ConnectionEvents } from './connection.ts';
 import type { RedisClientLibrary } from './options.ts';
 
 /** The number of hash slots of a Redis Cluster. */
@@ -206,7 +205,7 @@ class IoRedisShard implements ShardClient {
   async connect(): Promise<void> {
     await this.redis.connect();
     const refusal = shardedPubSubRefusal(await this.redis.info('server'), this.address);
-    if (refusal !== undefined) throw new Error(refusal);
+    if (refusal !== undefined) throw new McpSubscriptionsError(ErrorCode.RedisTooOld, `mcp-subscriptions: ${refusal}`);
   }
 
   ssubscribe(channels: readonly string[]): Promise<unknown> {
@@ -267,7 +266,7 @@ class IoRedisClusterDriver implements ClusterDriver {
         retryStrategy: () => null,
         autoResubscribe: false,
         maxRetriesPerRequest: 0,
-        connectionName: this.connectionName,
+        ...(this.connectionName === undefined ? {} : { connectionName: this.connectionName }),
       });
       return new IoRedisShard(redis, `${host}:${port}`, handlers);
     });
@@ -340,7 +339,7 @@ class NodeRedisShard implements ShardClient {
   async connect(): Promise<void> {
     await this.client.connect();
     const refusal = shardedPubSubRefusal(await this.client.info('server'), this.address);
-    if (refusal !== undefined) throw new Error(refusal);
+    if (refusal !== undefined) throw new McpSubscriptionsError(ErrorCode.RedisTooOld, `mcp-subscriptions: ${refusal}`);
   }
 
   ssubscribe(channels: readonly string[]): Promise<unknown> {
@@ -367,7 +366,10 @@ class NodeRedisClusterDriver implements ClusterDriver {
   readonly readyEvents = ['connect'];
   readonly downEvents = ['disconnect'];
 
-  constructor(readonly client: NodeRedisCluster) {}
+  constructor(
+    readonly client: NodeRedisCluster,
+    private readonly connectionName: string | undefined,
+  ) {}
 
   isReady(): boolean {
     return this.client.isReady;
@@ -394,6 +396,7 @@ class NodeRedisClusterDriver implements ClusterDriver {
       socket: { ...template.options?.socket, host, port, reconnectStrategy: false },
       disableOfflineQueue: true,
       readonly: false,
+      ...(this.connectionName === undefined ? {} : { name: this.connectionName }),
     });
     return new NodeRedisShard(client, `${host}:${port}`, handlers);
   }
@@ -472,8 +475,7 @@ export class ClusterConnection implements Connection {
 
   /**
    * Wraps a caller's cluster client, or one the bus created (`owned`), for one role. `connectionName`
-   * names the subscriber connections the bus opens to the masters (ioredis; node-redis copies the
-   * cluster's settings, its name included).
+   * names the subscriber connections the bus opens to the masters (else they keep the cluster's).
    */
   static wrap(
     client: unknown,
@@ -486,7 +488,7 @@ export class ClusterConnection implements Connection {
     const driver =
       library === 'ioredis'
         ? new IoRedisClusterDriver(client as IoRedisCluster, connectionName)
-        : new NodeRedisClusterDriver(client as NodeRedisCluster);
+        : new NodeRedisClusterDriver(client as NodeRedisCluster, connectionName);
     return new ClusterConnection(driver, owned, role);
   }
 
@@ -574,10 +576,13 @@ export class ClusterConnection implements Connection {
     this.closeShards();
   }
 
+  /**
+   * Closes the subscriber connections to the masters; an owned publisher also closes the cluster
+   * client (which an owned publisher and subscriber share).
+   */
   async end(timeoutMs: number): Promise<void> {
-    this.ended = true;
     this.closeShards();
-    if (this.owned) await this.driver.end(timeoutMs);
+    if (this.owned && this.role === 'publisher') await this.driver.end(timeoutMs);
   }
 
   private closeShards(): void {

@@ -10,10 +10,15 @@
  * - ioredis: `enableAutoPipelining` on the publisher, so a burst of publishes in one tick goes out as one
  *   write (node-redis pipelines the commands of one tick by itself);
  * - a connection name, `<prefix>:<node>:pub` / `:sub`, for `CLIENT LIST`.
+ *
+ * The cluster form creates one cluster client (ioredis `Cluster`, node-redis `createCluster()`) from the
+ * seed nodes, configured the same way, which serves as publisher and subscriber: the subscriber's
+ * connections to the masters are opened by `ClusterConnection` with the cluster's settings.
  */
 import { ErrorCode, OptionsError } from '../../lib/internal.ts';
+import { ClusterConnection } from './cluster-connection.ts';
 import { wrap, type Connection } from './connection.ts';
-import type { IoRedisClient, NodeRedisClient, RedisClientLibrary } from './options.ts';
+import type { ClusterSeed, IoRedisClient, NodeRedisClient, RedisClientLibrary } from './options.ts';
 
 /** The bus's own connections, not yet connecting: `start()` connects them once the bus listens to them. */
 export interface OwnedConnections {
@@ -72,6 +77,30 @@ function missing(library: RedisClientLibrary | undefined, cause: unknown): Optio
 }
 
 /**
+ * Loads `library`, or the first installed of ioredis and redis, with `load` (which picks what the form
+ * needs from the module). Rejects with an `OptionsError` (`ERR_MCP_SUBSCRIPTIONS_REDIS_CLIENT_MISSING`)
+ * when it is not installed, and with the loader's error when it is installed but fails to load.
+ */
+async function loadLibrary<I, N>(
+  library: RedisClientLibrary | undefined,
+  loadIo: () => Promise<I>,
+  loadNode: () => Promise<N>,
+): Promise<{ library: 'ioredis'; io: I } | { library: 'redis'; node: N }> {
+  try {
+    if (library !== 'redis') return { library: 'ioredis', io: await loadIo() };
+    return { library: 'redis', node: await loadNode() };
+  } catch (error) {
+    if (!isMissingModule(error)) throw error;
+    if (library !== undefined) throw missing(library, error);
+    try {
+      return { library: 'redis', node: await loadNode() };
+    } catch (second) {
+      throw isMissingModule(second) ? missing(undefined, second) : second;
+    }
+  }
+}
+
+/**
  * Loads `library` (or the first installed of ioredis and redis) and creates the two connections.
  * Rejects with an `OptionsError` (`ERR_MCP_SUBSCRIPTIONS_REDIS_CLIENT_MISSING`) when it is not
  * installed, and with the loader's error when it is installed but fails to load.
@@ -82,22 +111,10 @@ export async function createOwnedConnections(
   prefix: string,
   nodeId: string,
 ): Promise<OwnedConnections> {
-  let chosen: RedisClientLibrary = library ?? 'ioredis';
-  let Redis: IoRedisConstructor | undefined;
-  let createClient: CreateClient | undefined;
-  try {
-    if (chosen === 'ioredis') Redis = await loadIoRedis();
-    else createClient = await loadNodeRedis();
-  } catch (error) {
-    if (!isMissingModule(error)) throw error;
-    if (library !== undefined) throw missing(library, error);
-    chosen = 'redis';
-    try {
-      createClient = await loadNodeRedis();
-    } catch (second) {
-      throw isMissingModule(second) ? missing(undefined, second) : second;
-    }
-  }
+  const loaded = await loadLibrary(library, loadIoRedis, loadNodeRedis);
+  const chosen = loaded.library;
+  const Redis = loaded.library === 'ioredis' ? loaded.io : undefined;
+  const createClient = loaded.library === 'redis' ? loaded.node : undefined;
 
   if (Redis !== undefined) {
     const IoRedis = Redis;
@@ -130,6 +147,80 @@ export async function createOwnedConnections(
     subscriber: wrap(chosen, subscriber, true),
     start: () => {
       for (const client of [publisher, subscriber]) client.connect().catch(() => {});
+    },
+  };
+}
+
+type IoRedisClusterConstructor = new (
+  nodes: { host: string; port: number }[],
+  options: Record<string, unknown>,
+) => { connect(): Promise<unknown> };
+type CreateCluster = (options: Record<string, unknown>) => { connect(): Promise<unknown> };
+
+async function loadIoRedisCluster(): Promise<IoRedisClusterConstructor> {
+  const Cluster = exported(await import('ioredis'), 'Cluster');
+  if (Cluster === undefined) throw new TypeError('the ioredis module exports no Cluster class');
+  return Cluster as IoRedisClusterConstructor;
+}
+
+async function loadNodeRedisCluster(): Promise<CreateCluster> {
+  const createCluster = exported(await import('redis'), 'createCluster');
+  if (createCluster === undefined) throw new TypeError('the redis module exports no createCluster()');
+  return createCluster as CreateCluster;
+}
+
+/**
+ * The cluster form: loads `library` (or the first installed of ioredis and redis) and creates one
+ * cluster client from the seed nodes, which the publisher and the subscriber share. Rejects as
+ * {@link createOwnedConnections} does.
+ */
+export async function createOwnedCluster(
+  seeds: readonly ClusterSeed[],
+  library: RedisClientLibrary | undefined,
+  prefix: string,
+  nodeId: string,
+): Promise<OwnedConnections> {
+  const loaded = await loadLibrary(library, loadIoRedisCluster, loadNodeRedisCluster);
+  const first = seeds[0] as ClusterSeed;
+  const credentials = {
+    ...(first.username === undefined ? {} : { username: first.username }),
+    ...(first.password === undefined ? {} : { password: first.password }),
+  };
+  let client: { connect(): Promise<unknown> };
+  if (loaded.library === 'ioredis') {
+    client = new loaded.io(
+      seeds.map(({ host, port }) => ({ host, port })),
+      {
+        lazyConnect: true,
+        enableOfflineQueue: false,
+        enableAutoPipelining: true,
+        redisOptions: {
+          ...credentials,
+          ...(first.tls ? { tls: {} } : {}),
+          maxRetriesPerRequest: 0,
+          autoResendUnfulfilledCommands: false,
+          connectionName: connectionName(prefix, nodeId, 'pub'),
+        },
+      },
+    );
+  } else {
+    client = loaded.node({
+      rootNodes: seeds.map(({ host, port }) => ({ socket: { host, port } })),
+      defaults: {
+        ...credentials,
+        ...(first.tls ? { socket: { tls: true } } : {}),
+        disableOfflineQueue: true,
+        name: connectionName(prefix, nodeId, 'pub'),
+      },
+    });
+  }
+  return {
+    publisher: ClusterConnection.wrap(client, true, 'publisher'),
+    // Ending the publisher quits the shared cluster client; ending the subscriber closes its own
+    // connections to the masters.
+    subscriber: ClusterConnection.wrap(client, true, 'subscriber', connectionName(prefix, nodeId, 'sub')),
+    start: () => {
+      client.connect().catch(() => {});
     },
   };
 }
