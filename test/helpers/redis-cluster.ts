@@ -401,6 +401,16 @@ export class RedisCluster {
   }
 
   /**
+   * Starts a killed node again on its port, with its cluster config: a master that was replaced comes
+   * back as a replica of the one that replaced it. Waits until the cluster is ok with it.
+   */
+  async restart(port: number): Promise<void> {
+    if (this.children.has(port) || !this.ports.includes(port)) return;
+    if (!(await this.spawnNode(port))) throw new Error(`could not restart the node on port ${port}`);
+    await this.settled();
+  }
+
+  /**
    * Kills the master that serves `slot` and waits until its replica was promoted and the cluster is
    * ok again. Resolves with the killed port and the new master's.
    */
