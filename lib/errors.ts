@@ -109,11 +109,6 @@ export const ErrorCode = Object.freeze({
    * were left out: `AuthorizeDeadlineError`, the reason of the checks' aborted signals.
    */
   AuthorizeDeadline: 'ERR_MCP_SUBSCRIPTIONS_AUTHORIZE_DEADLINE',
-  /**
-   * Redis Cluster: a node runs Redis older than 7, which has no sharded pub/sub. Reported through the
-   * bus's logger as an outage (the bus stays disconnected), never thrown.
-   */
-  RedisTooOld: 'ERR_MCP_SUBSCRIPTIONS_REDIS_TOO_OLD',
   /** An engine invariant was broken (a reservation opened twice): a bug in an adapter. */
   Internal: 'ERR_MCP_SUBSCRIPTIONS_INTERNAL',
   /**

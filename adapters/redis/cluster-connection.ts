@@ -19,7 +19,6 @@
  * it all succeeds; then report ready, on which the bus subscribes its channels again and counts a
  * re-subscription.
  */
-import { ErrorCode, McpSubscriptionsError } from '../../lib/internal.ts';
 import { within, type Connection, type ConnectionEvents } from './connection.ts';
 import type { RedisClientLibrary } from './options.ts';
 
@@ -205,7 +204,7 @@ class IoRedisShard implements ShardClient {
   async connect(): Promise<void> {
     await this.redis.connect();
     const refusal = shardedPubSubRefusal(await this.redis.info('server'), this.address);
-    if (refusal !== undefined) throw new McpSubscriptionsError(ErrorCode.RedisTooOld, `mcp-subscriptions: ${refusal}`);
+    if (refusal !== undefined) throw new Error(refusal);
   }
 
   ssubscribe(channels: readonly string[]): Promise<unknown> {
@@ -339,7 +338,7 @@ class NodeRedisShard implements ShardClient {
   async connect(): Promise<void> {
     await this.client.connect();
     const refusal = shardedPubSubRefusal(await this.client.info('server'), this.address);
-    if (refusal !== undefined) throw new McpSubscriptionsError(ErrorCode.RedisTooOld, `mcp-subscriptions: ${refusal}`);
+    if (refusal !== undefined) throw new Error(refusal);
   }
 
   ssubscribe(channels: readonly string[]): Promise<unknown> {
