@@ -20,6 +20,7 @@ import { createCluster } from 'redis';
 import { SubscriptionHub } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
 import { RedisBus } from 'mcp-subscriptions/redis';
+import { ClusterConnection } from '../../adapters/redis/cluster-connection.ts';
 import { authFromUserHeader, listenOn } from '../helpers/express-apps.ts';
 import { recordingLogger, waitFor } from '../helpers/fake-response.ts';
 import { ownRedisSkipReason } from '../helpers/redis.ts';
@@ -183,6 +184,118 @@ async function shardChannels(prefix: string): Promise<Map<number, string[]>> {
 
 let prefixes = 0;
 const uniquePrefix = (): string => `mcp-cluster-test:${process.pid}:${++prefixes}:${randomUUID().slice(0, 8)}`;
+
+/** A caller's cluster client of `library`, connected, as a host app makes one. */
+async function clusterClient(library: 'ioredis' | 'redis'): Promise<unknown> {
+  const seeds = running().seeds();
+  if (library === 'ioredis') {
+    const client = new Cluster(seeds.map((seed) => ({ host: '127.0.0.1', port: Number(seed.split(':')[1]) })));
+    client.on('error', noop);
+    cleanups.push(() => client.disconnect());
+    if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve));
+    return client;
+  }
+  const client = createCluster({ rootNodes: seeds.map((seed) => ({ url: `redis://${seed}` })) });
+  client.on('error', noop);
+  await client.connect();
+  cleanups.push(() => client.destroy());
+  return client;
+}
+
+/** The connection's side of the bus: a publisher and a subscriber on one cluster client, and what they report. */
+async function connectionPair(library: 'ioredis' | 'redis') {
+  const client = await clusterClient(library);
+  const publisher = ClusterConnection.wrap(client, false, 'publisher');
+  const subscriber = ClusterConnection.wrap(client, false, 'subscriber');
+  const received: string[] = [];
+  const reports = { ready: 0, down: 0 };
+  subscriber.onMessage((channel, message) => received.push(`${channel} ${message}`));
+  publisher.watch({ ready: noop, down: noop });
+  subscriber.watch({ ready: () => reports.ready++, down: () => reports.down++ });
+  cleanups.push(() => subscriber.end(1000));
+  await waitFor(() => subscriber.isReady(), 'the subscriber ready', 20_000);
+  return { publisher, subscriber, received, reports };
+}
+
+/** Publishes `message` on `channel` until it is received (bounded: the publisher's client may still aim at an old master). */
+async function publishUntilReceived(
+  pair: Awaited<ReturnType<typeof connectionPair>>,
+  channel: string,
+  message: string,
+): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (!pair.received.includes(`${channel} ${message}`)) {
+    if (Date.now() > deadline) throw new Error(`${channel} ${message} never arrived; got ${pair.received.join(', ')}`);
+    await pair.publisher.publish(channel, message).catch(noop);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** One channel with `prefix` on each master now. */
+async function channelPerMaster(prefix: string): Promise<string[]> {
+  const channels: string[] = [];
+  for (const port of await running().masters()) {
+    for (let i = 0; ; i++) {
+      const channel = `${prefix}:${port}:${i}`;
+      if ((await running().masterOf(slotOf(channel))) === port) {
+        channels.push(channel);
+        break;
+      }
+    }
+  }
+  return channels;
+}
+
+describeUnless(serverMissing)('ClusterConnection on a Redis Cluster', () => {
+  describe.each(['ioredis', 'redis'] as const)('on the caller’s %s cluster client', (library) => {
+    test('SSUBSCRIBEs each channel on its slot’s master only, one command per slot, and leaves them on unsubscribe', async () => {
+      const prefix = uniquePrefix();
+      const pair = await connectionPair(library);
+      const channels = [...(await channelPerMaster(prefix)), ...Array.from({ length: 40 }, (_, i) => `${prefix}:${i}`)];
+      await pair.subscriber.subscribe(channels);
+      const placed = await shardChannels(prefix);
+      for (const channel of channels) {
+        const owner = await running().masterOf(slotOf(channel));
+        for (const [port, list] of placed)
+          expect([channel, port, list.includes(channel)]).toStrictEqual([channel, port, port === owner]);
+      }
+      for (const channel of channels) await pair.publisher.publish(channel, 'hello');
+      await waitFor(() => pair.received.length === channels.length, 'one message per channel');
+      expect(pair.received.slice().sort()).toStrictEqual(channels.map((channel) => `${channel} hello`).sort());
+      await pair.subscriber.unsubscribe(channels);
+      expect([...(await shardChannels(prefix)).values()].flat()).toStrictEqual([]);
+      expect(pair.reports).toStrictEqual({ ready: 1, down: 0 });
+    });
+
+    test('kill -9 of a master: down, repaired on the promoted replica, ready once more', async () => {
+      const prefix = uniquePrefix();
+      const pair = await connectionPair(library);
+      const channels = await channelPerMaster(prefix);
+      await pair.subscriber.subscribe(channels);
+      const { killed, promoted } = await running().failMasterOf(slotOf(channels[0]!));
+      await waitFor(() => pair.reports.ready === 2, 'ready again', 20_000);
+      expect(pair.reports.down).toBeGreaterThanOrEqual(1);
+      expect(pair.subscriber.isReady()).toBe(true);
+      for (const channel of channels) await publishUntilReceived(pair, channel, 'after');
+      expect((await shardChannels(prefix)).get(promoted)).toContain(channels[0]);
+      await running().restart(killed);
+    }, 60_000);
+
+    test('a slot moved to another master: its channel follows, ready once more', async () => {
+      const prefix = uniquePrefix();
+      const pair = await connectionPair(library);
+      const [channel] = await channelPerMaster(prefix);
+      await pair.subscriber.subscribe([channel!]);
+      const from = await running().masterOf(slotOf(channel!));
+      const to = (await running().masters()).find((port) => port !== from)!;
+      await running().moveSlot(slotOf(channel!), to);
+      await waitFor(() => pair.reports.ready === 2, 'ready again', 20_000);
+      await publishUntilReceived(pair, channel!, 'moved');
+      const placed = await shardChannels(prefix);
+      expect([placed.get(to), placed.get(from)]).toStrictEqual([[channel], []]);
+    }, 60_000);
+  });
+});
 
 describeUnless(serverMissing)('RedisBus on a Redis Cluster (3 masters, 3 replicas)', () => {
   test('slotOf agrees with CLUSTER KEYSLOT', async () => {
