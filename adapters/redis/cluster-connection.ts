@@ -125,8 +125,10 @@ function bounded<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
 /** What a subscriber connection to one master reports. */
 interface ShardHandlers {
   message(channel: string, message: string): void;
-  /** The connection closed, or Redis unsubscribed it from a channel (the slot moved): repair. */
+  /** The connection closed: repair elsewhere. */
   lost(error?: unknown): void;
+  /** Redis unsubscribed the connection from a channel, unasked: its slot moved to another master. */
+  moved(): void;
 }
 
 /** One connection of the bus's own to one master, for SSUBSCRIBE only. */
@@ -193,7 +195,7 @@ class IoRedisShard implements ShardClient {
     // ioredis emits 'moved' when Redis unsubscribes the connection from a shard channel unasked
     // (its slot moved to another master).
     redis.on('moved', () => {
-      if (!this.closed) handlers.lost(new Error(`a slot served by ${this.address} moved to another master`));
+      if (!this.closed) handlers.moved();
     });
     redis.on('end', () => {
       if (!this.closed) handlers.lost(new Error(`the subscriber connection to ${this.address} closed`));
@@ -325,7 +327,7 @@ class NodeRedisShard implements ShardClient {
     // node-redis emits 'sharded-channel-moved' when Redis unsubscribes the connection from a shard
     // channel unasked (its slot moved); the channel's listeners are gone from the client by then.
     client.on('sharded-channel-moved', () => {
-      if (!this.closed) handlers.lost(new Error(`a slot served by ${this.address} moved to another master`));
+      if (!this.closed) handlers.moved();
     });
     client.on('end', () => {
       if (!this.closed) handlers.lost(new Error(`the subscriber connection to ${this.address} closed`));
@@ -616,6 +618,9 @@ export class ClusterConnection implements Connection {
         close();
         this.repair(error);
       },
+      // The connection is fine and keeps its other channels; the moved ones are subscribed again on
+      // their new master, without reporting an outage (a resharding moves slots one by one).
+      moved: () => this.repair(undefined, true),
     };
     const connected = this.driver.openShard(host, port, handlers).then(async (opened) => {
       client = opened;
@@ -691,6 +696,7 @@ export class ClusterConnection implements Connection {
         probe = await this.driver.openShard(address.slice(0, colon), Number(address.slice(colon + 1)), {
           message: noop,
           lost: noop,
+          moved: noop,
         });
         const opened = probe;
         return await bounded(
@@ -708,14 +714,15 @@ export class ClusterConnection implements Connection {
   }
 
   /**
-   * Marks the subscriptions down (reporting it once) and repairs them: reads the slot map, closes
-   * the connections to nodes that no longer serve a slot, subscribes every channel on its master,
-   * and tries again with a backoff until all of it succeeds; then reports ready.
+   * Marks the subscriptions down (reporting it, unless `quiet`: a slot moved, the rest stands) and
+   * repairs them: reads the slot map, closes the connections to nodes that no longer serve a slot,
+   * subscribes every channel on its master, and tries again with a backoff until all of it
+   * succeeds; then reports ready.
    */
-  private repair(error: unknown): void {
+  private repair(error: unknown, quiet = false): void {
     if (this.ended) return;
     if (error !== undefined) this.lastError = error;
-    if (this.up) {
+    if (this.up && !quiet) {
       this.up = false;
       this.events?.down(error);
     }
@@ -745,6 +752,7 @@ export class ClusterConnection implements Connection {
       } catch (error) {
         // Reported as an outage by the bus, once however many attempts fail.
         this.lastError = error;
+        this.up = false;
         this.events?.down(error);
       }
       await new Promise((resolve) => setTimeout(resolve, delay).unref());

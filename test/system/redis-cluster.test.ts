@@ -281,7 +281,7 @@ describeUnless(serverMissing)('ClusterConnection on a Redis Cluster', () => {
       await running().restart(killed);
     }, 60_000);
 
-    test('a slot moved to another master: its channel follows, ready once more', async () => {
+    test('a slot moved to another master: its channel follows, ready once more, no outage reported', async () => {
       const prefix = uniquePrefix();
       const pair = await connectionPair(library);
       const [channel] = await channelPerMaster(prefix);
@@ -290,6 +290,8 @@ describeUnless(serverMissing)('ClusterConnection on a Redis Cluster', () => {
       const to = (await running().masters()).find((port) => port !== from)!;
       await running().moveSlot(slotOf(channel!), to);
       await waitFor(() => pair.reports.ready === 2, 'ready again', 20_000);
+      // A moved slot is no outage: the connection to the old master keeps its other channels.
+      expect(pair.reports.down).toBe(0);
       await publishUntilReceived(pair, channel!, 'moved');
       const placed = await shardChannels(prefix);
       expect([placed.get(to), placed.get(from)]).toStrictEqual([[channel], []]);
