@@ -74,6 +74,8 @@ export const ErrorCode = Object.freeze({
   InvalidChannelPrefix: 'ERR_MCP_SUBSCRIPTIONS_INVALID_CHANNEL_PREFIX',
   /** Redis: `nodeId` is not a non-empty string of at most 200 characters. */
   InvalidNodeId: 'ERR_MCP_SUBSCRIPTIONS_INVALID_NODE_ID',
+  /** Redis: `routing` is not `'interest'`, `'broadcast'` or `{ buckets: n }` with an integer n from 1 to 65536. */
+  InvalidRouting: 'ERR_MCP_SUBSCRIPTIONS_INVALID_ROUTING',
   /** Redis: `cluster` is not a non-empty array of seed nodes (`host:port` or `redis://host:port`), at most 100. */
   InvalidClusterNodes: 'ERR_MCP_SUBSCRIPTIONS_INVALID_CLUSTER_NODES',
   /**

@@ -33,6 +33,7 @@ export {
 export type { ErrorCodeValue } from './errors.ts';
 export { DiagnosticsChannel } from './diagnostics.ts';
 export type {
+  BusInterest,
   BusListener,
   BusMember,
   CheckContext,

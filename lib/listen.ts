@@ -371,6 +371,21 @@ export function createListenHandler<Req = unknown>(
         `authorization took longer than authorizeDeadlineMs (${String(authorizeDeadlineMs)} ms); the items not checked by then were left out of the acknowledgement`,
       );
     }
+    // A bus that routes by interest subscribes to the keys new to this node first: the ack must not
+    // go out before an event published elsewhere can reach the stream. Nothing to wait for otherwise.
+    const following = reservation.follow(honored);
+    if (following !== undefined) {
+      const onGone = (): void => {
+        gone = true;
+      };
+      res.once('close', onGone);
+      await following;
+      res.removeListener('close', onGone);
+      if (gone || res.destroyed) {
+        reservation.release();
+        return;
+      }
+    }
     const idJson = JSON.stringify(request.id);
     try {
       reservation.open(res, {

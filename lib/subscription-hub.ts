@@ -27,10 +27,11 @@ import {
   type StreamResponse,
   type StreamShared,
 } from './listen-stream.ts';
-import { ANONYMOUS_GROUP, quotaKey } from './principal.ts';
+import { ANONYMOUS_GROUP, isAnonymous, quotaKey } from './principal.ts';
 import { eventFrame, validateEvent } from './protocol.ts';
 import type { SplitFrame } from './sse.ts';
 import type {
+  BusInterest,
   BusMember,
   CloseReason,
   FilterSummary,
@@ -140,6 +141,13 @@ export interface OpenInit {
 
 /** A capacity slot held while a listen request is authorized (see {@link HubEngine.reserve}). */
 export interface Reservation {
+  /**
+   * Tells the bus what the stream will follow, before it opens: returns a promise to await before
+   * {@link open} when the bus routes by interest and must subscribe first (so that an event published
+   * anywhere after the ack reaches the stream), or nothing when there is nothing to wait for. At most
+   * once; {@link release} undoes it when the stream never opens.
+   */
+  follow(filter: NotificationFilter): Promise<void> | undefined;
   /** Opens the stream on `res` (headers, then the ack) and registers it; or completes it at once when its filter is empty. */
   open(res: StreamResponse, init: OpenInit): ListenStream;
   /** Gives the slot back without opening (the client left, or authorization failed). Idempotent. */
@@ -246,6 +254,32 @@ function filterSummary(filter: NotificationFilter): FilterSummary {
     resourcesListChanged: filter.resourcesListChanged === true,
     resourceSubscriptions: filter.resourceSubscriptions?.length ?? 0,
     taskIds: filter.taskIds?.length ?? 0,
+  };
+}
+
+function isEmptyFilter(filter: NotificationFilter): boolean {
+  return (
+    filter.toolsListChanged !== true &&
+    filter.promptsListChanged !== true &&
+    filter.resourcesListChanged !== true &&
+    filter.resourceSubscriptions === undefined &&
+    filter.taskIds === undefined
+  );
+}
+
+const NO_KEYS: readonly string[] = Object.freeze([]);
+
+/** What a stream follows, for the bus: built again on close from the same filter, so nothing is kept per stream. */
+function interestOf(principal: string, filter: NotificationFilter): BusInterest {
+  const lists: ListChangedKind[] = [];
+  if (filter.toolsListChanged === true) lists.push('tools_list_changed');
+  if (filter.promptsListChanged === true) lists.push('prompts_list_changed');
+  if (filter.resourcesListChanged === true) lists.push('resources_list_changed');
+  return {
+    principal: isAnonymous(principal) ? undefined : principal,
+    lists,
+    uris: filter.resourceSubscriptions ?? NO_KEYS,
+    taskIds: filter.taskIds ?? NO_KEYS,
   };
 }
 
@@ -428,14 +462,32 @@ export class SubscriptionHub implements Hub {
     this.pending++;
     this.perPrincipal.set(quota, mine + 1);
     let held = true;
+    /** The filter the bus was told of, while the stream is not open: released with the slot. */
+    let followed: NotificationFilter | undefined;
     const release = (): void => {
       if (!held) return;
       held = false;
       this.pending--;
       this.decrementPrincipal(principal);
+      if (followed !== undefined) this.unfollow(principal, followed);
+      followed = undefined;
     };
     return {
       release,
+      follow: (filter) => {
+        const member = this.member;
+        if (!held || followed !== undefined || member.follow === undefined || isEmptyFilter(filter)) return undefined;
+        followed = filter;
+        let waiting: void | Promise<void>;
+        try {
+          waiting = member.follow(interestOf(principal, filter));
+        } catch (error) {
+          this.busFailed(error);
+          return undefined;
+        }
+        if (!(waiting instanceof Promise)) return undefined;
+        return waiting.catch((error: unknown) => this.busFailed(error));
+      },
       open: (res, init) => {
         if (!held) {
           throw new McpSubscriptionsError(
@@ -454,6 +506,8 @@ export class SubscriptionHub implements Hub {
         const stream = this.attach(res, principal, init);
         held = false;
         this.pending--;
+        // From here the stream's close unfollows (or, for an empty filter, nothing was followed).
+        followed = undefined;
         return stream;
       },
     };
@@ -602,13 +656,7 @@ export class SubscriptionHub implements Hub {
     );
     stream.open(init.ackFrame);
     this.opened++;
-    const empty =
-      filter.toolsListChanged !== true &&
-      filter.promptsListChanged !== true &&
-      filter.resourcesListChanged !== true &&
-      filter.resourceSubscriptions === undefined &&
-      filter.taskIds === undefined;
-    if (empty) {
+    if (isEmptyFilter(filter)) {
       this.decrementPrincipal(principal);
       this.closedBy.empty++;
       void stream.end('empty', false, this.options.completeTimeoutMs);
@@ -646,6 +694,7 @@ export class SubscriptionHub implements Hub {
     for (const taskId of filter.taskIds ?? []) removeFrom(this.byTask, taskId, stream);
     removeFrom(this.byRequest, requestKey(stream.principal, stream.id), stream);
     this.decrementPrincipal(stream.principal);
+    this.unfollow(stream.principal, filter);
     this.closedBy[reason]++;
     if (streamCloseChannel.hasSubscribers) {
       streamCloseChannel.publish({
@@ -655,6 +704,17 @@ export class SubscriptionHub implements Hub {
       } satisfies StreamCloseMessage);
     }
   };
+
+  /** Tells a bus that routes by interest that a stream which followed `filter` is gone. */
+  private unfollow(principal: string, filter: NotificationFilter): void {
+    const member = this.member;
+    if (member.unfollow === undefined) return;
+    try {
+      member.unfollow(interestOf(principal, filter));
+    } catch (error) {
+      this.busFailed(error);
+    }
+  }
 
   private decrementPrincipal(principal: string): void {
     const quota = quotaKey(principal);

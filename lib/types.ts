@@ -138,6 +138,25 @@ export interface BusListener {
 }
 
 /**
+ * What one stream of a hub follows, as its bus sees it: the bus may use it to carry to this node only
+ * the events some stream here follows (interest routing). Arrays are the stream's own: read, never kept
+ * or changed.
+ */
+export interface BusInterest {
+  /**
+   * The stream's principal, for cancellations (a `notifications/cancelled` sent to another node);
+   * absent for an anonymous caller, whose stream nothing else may cancel.
+   */
+  readonly principal?: string;
+  /** The list changes it follows. */
+  readonly lists: readonly ListChangedKind[];
+  /** The resource URIs it follows. */
+  readonly uris: readonly string[];
+  /** The task ids it follows. */
+  readonly taskIds: readonly string[];
+}
+
+/**
  * A hub's membership of a bus. No method may throw or reject into the hub: a bus that is down logs,
  * counts and reports, and never fails the host's call.
  */
@@ -146,6 +165,15 @@ export interface BusMember {
   publish(event: SubscriptionEvent): void;
   /** Sends a cancellation to every other member. */
   cancel(principal: string, id: RequestId): void;
+  /**
+   * Optional, for a bus that routes by interest: a stream of this member is about to open with this
+   * interest. The hub writes the stream's acknowledgement only once a returned promise settles, so an
+   * event published anywhere after the acknowledgement reaches the stream; the bus bounds the wait
+   * (and does not wait while it is disconnected). Never rejects into the hub.
+   */
+  follow?(interest: BusInterest): void | Promise<void>;
+  /** Optional: the stream that followed `interest` closed (or never opened). Called once per `follow`. */
+  unfollow?(interest: BusInterest): void;
   /** Leaves the bus; nothing reaches this member afterwards. Idempotent. */
   leave(): void | Promise<void>;
 }

@@ -20,14 +20,26 @@ export interface Connection {
   readonly library: RedisClientLibrary;
   /** Whether the bus created the connection (and so closes it). */
   readonly owned: boolean;
+  /**
+   * Whether the connection speaks sharded pub/sub (a Redis Cluster): `publish` is an SPUBLISH and
+   * `subscribe` an SSUBSCRIBE, each reaching only the shard that owns the channel's slot.
+   */
+  readonly sharded: boolean;
   /** Whether commands go out now (not into an offline queue). */
   isReady(): boolean;
-  /** Sends a PUBLISH; resolves with Redis's reply. */
+  /** Sends a PUBLISH (SPUBLISH when sharded); resolves with Redis's reply. */
   publish(channel: string, payload: string): Promise<unknown>;
-  /** Subscribes to `channel`, delivering its messages to `onMessage`. May be called again (re-subscribe). */
-  subscribe(channel: string, onMessage: (message: string) => void): Promise<unknown>;
-  /** Stops delivering `channel` and unsubscribes (unless another bus on this connection still listens). */
-  unsubscribe(channel: string): Promise<unknown>;
+  /**
+   * Subscribes to `channels` in one command where the server allows it, delivering their messages to the
+   * handler given to {@link onMessage}. May be called again for channels already subscribed (re-subscribe).
+   */
+  subscribe(channels: readonly string[]): Promise<unknown>;
+  /** Stops delivering `channels` and unsubscribes them (unless another bus on this connection still listens). */
+  unsubscribe(channels: readonly string[]): Promise<unknown>;
+  /** Where the messages of every subscribed channel go. Set once, before the first subscribe. */
+  onMessage(handler: (channel: string, message: string) => void): void;
+  /** Sends one command (`['PUBSUB', 'NUMSUB', …]`) and resolves with the reply. */
+  command(args: readonly string[]): Promise<unknown>;
   /** Reports readiness changes and errors to `events` until {@link detach}. */
   watch(events: ConnectionEvents): void;
   /** Removes every listener the bus put on the client. */
@@ -70,7 +82,10 @@ const ioredisChannels = new WeakMap<object, Map<string, number>>();
 
 abstract class BaseConnection implements Connection {
   abstract readonly library: RedisClientLibrary;
+  readonly sharded = false;
   private readonly attached: [string, Listener][] = [];
+  /** The bus's message handler; messages before it is set go nowhere. */
+  protected handler: (channel: string, message: string) => void = noop;
 
   constructor(
     protected readonly client: Emitter,
@@ -79,12 +94,17 @@ abstract class BaseConnection implements Connection {
 
   abstract isReady(): boolean;
   abstract publish(channel: string, payload: string): Promise<unknown>;
-  abstract subscribe(channel: string, onMessage: (message: string) => void): Promise<unknown>;
-  abstract unsubscribe(channel: string): Promise<unknown>;
+  abstract subscribe(channels: readonly string[]): Promise<unknown>;
+  abstract unsubscribe(channels: readonly string[]): Promise<unknown>;
+  abstract command(args: readonly string[]): Promise<unknown>;
   abstract end(timeoutMs: number): Promise<void>;
   /** The client's events that mean "ready", and those that mean "no longer ready". */
   protected abstract readonly readyEvents: readonly string[];
   protected abstract readonly downEvents: readonly string[];
+
+  onMessage(handler: (channel: string, message: string) => void): void {
+    this.handler = handler;
+  }
 
   protected listen(event: string, listener: Listener): void {
     this.client.on(event, listener);
@@ -109,6 +129,7 @@ abstract class BaseConnection implements Connection {
 
 interface IoRedisInternal extends Omit<IoRedisClient, 'on'>, Emitter {
   unsubscribe(...channels: string[]): Promise<unknown>;
+  call(command: string, ...args: string[]): Promise<unknown>;
   quit(): Promise<unknown>;
   disconnect(): void;
 }
@@ -118,7 +139,7 @@ class IoRedisConnection extends BaseConnection {
   protected readonly readyEvents = ['ready'];
   protected readonly downEvents = ['close', 'reconnecting', 'end'];
   private readonly io: IoRedisInternal;
-  private readonly handlers = new Map<string, (message: string) => void>();
+  /** The channels this bus subscribed on the client (each counted once in `ioredisChannels`). */
   private readonly counted = new Set<string>();
   private listening = false;
 
@@ -136,32 +157,45 @@ class IoRedisConnection extends BaseConnection {
     return attempt(() => this.io.publish(channel, payload));
   }
 
-  subscribe(channel: string, onMessage: (message: string) => void): Promise<unknown> {
-    if (!this.listening) {
-      this.listening = true;
-      this.listen('message', (from: string, message: string) => this.handlers.get(from)?.(message));
-    }
-    this.handlers.set(channel, onMessage);
-    if (!this.counted.has(channel)) {
-      this.counted.add(channel);
-      const counts = ioredisChannels.get(this.io) ?? new Map<string, number>();
-      ioredisChannels.set(this.io, counts);
-      counts.set(channel, (counts.get(channel) ?? 0) + 1);
-    }
-    return attempt(() => this.io.subscribe(channel));
+  command(args: readonly string[]): Promise<unknown> {
+    const [name, ...rest] = args;
+    return attempt(() => this.io.call(name as string, ...rest));
   }
 
-  unsubscribe(channel: string): Promise<unknown> {
-    this.handlers.delete(channel);
-    if (!this.counted.delete(channel)) return Promise.resolve();
-    const counts = ioredisChannels.get(this.io);
-    const left = (counts?.get(channel) ?? 1) - 1;
-    if (left > 0) {
-      counts?.set(channel, left);
-      return Promise.resolve();
+  subscribe(channels: readonly string[]): Promise<unknown> {
+    if (!this.listening) {
+      this.listening = true;
+      // Another bus may share the client: hand on only the channels this one subscribed.
+      this.listen('message', (from: string, message: string) => {
+        if (this.counted.has(from)) this.handler(from, message);
+      });
     }
-    counts?.delete(channel);
-    return attempt(() => this.io.unsubscribe(channel));
+    const counts = ioredisChannels.get(this.io) ?? new Map<string, number>();
+    ioredisChannels.set(this.io, counts);
+    for (const channel of channels) {
+      if (this.counted.has(channel)) continue;
+      this.counted.add(channel);
+      counts.set(channel, (counts.get(channel) ?? 0) + 1);
+    }
+    if (channels.length === 0) return Promise.resolve();
+    return attempt(() => this.io.subscribe(...channels));
+  }
+
+  unsubscribe(channels: readonly string[]): Promise<unknown> {
+    const counts = ioredisChannels.get(this.io);
+    const last: string[] = [];
+    for (const channel of channels) {
+      if (!this.counted.delete(channel)) continue;
+      const left = (counts?.get(channel) ?? 1) - 1;
+      if (left > 0) {
+        counts?.set(channel, left);
+      } else {
+        counts?.delete(channel);
+        last.push(channel);
+      }
+    }
+    if (last.length === 0) return Promise.resolve();
+    return attempt(() => this.io.unsubscribe(...last));
   }
 
   async end(timeoutMs: number): Promise<void> {
@@ -176,9 +210,11 @@ class IoRedisConnection extends BaseConnection {
   }
 }
 
-interface NodeRedisInternal extends Omit<NodeRedisClient, 'on'>, Emitter {
+interface NodeRedisInternal extends Omit<NodeRedisClient, 'on' | 'subscribe'>, Emitter {
   readonly isOpen: boolean;
-  unsubscribe(channel: string, listener: (message: string, channel: string) => unknown): Promise<unknown>;
+  subscribe(channels: string[], listener: (message: string, channel: string) => unknown): Promise<unknown>;
+  unsubscribe(channels: string[], listener: (message: string, channel: string) => unknown): Promise<unknown>;
+  sendCommand(args: string[]): Promise<unknown>;
   // v5 and later: close() and destroy(); v4: quit() and disconnect().
   close?(): Promise<unknown>;
   destroy?(): void;
@@ -191,7 +227,13 @@ class NodeRedisConnection extends BaseConnection {
   protected readonly readyEvents = ['ready'];
   protected readonly downEvents = ['end', 'reconnecting'];
   private readonly nr: NodeRedisInternal;
-  private readonly listeners = new Map<string, (message: string, channel: string) => void>();
+  /**
+   * The bus's one listener, for every channel and the bus's lifetime: node-redis keeps a channel's
+   * listeners in a set, so subscribing it again adds nothing, and unsubscribing it removes exactly the
+   * bus's (the channel is unsubscribed when no other listener of it is left).
+   */
+  private readonly listener = (message: string, channel: string): void => this.handler(channel, message);
+  private readonly subscribed = new Set<string>();
 
   constructor(client: NodeRedisClient, owned: boolean) {
     const nr = client as unknown as NodeRedisInternal;
@@ -207,23 +249,20 @@ class NodeRedisConnection extends BaseConnection {
     return attempt(() => this.nr.publish(channel, payload));
   }
 
-  subscribe(channel: string, onMessage: (message: string) => void): Promise<unknown> {
-    // One listener per channel for the bus's lifetime: node-redis keeps listeners in a set, so
-    // subscribing it again adds nothing, and unsubscribing it removes exactly the bus's.
-    let listener = this.listeners.get(channel);
-    if (listener === undefined) {
-      listener = (message: string) => onMessage(message);
-      this.listeners.set(channel, listener);
-    }
-    const registered = listener;
-    return attempt(() => this.nr.subscribe(channel, registered));
+  command(args: readonly string[]): Promise<unknown> {
+    return attempt(() => this.nr.sendCommand([...args]));
   }
 
-  unsubscribe(channel: string): Promise<unknown> {
-    const listener = this.listeners.get(channel);
-    if (listener === undefined) return Promise.resolve();
-    this.listeners.delete(channel);
-    return attempt(() => this.nr.unsubscribe(channel, listener));
+  subscribe(channels: readonly string[]): Promise<unknown> {
+    if (channels.length === 0) return Promise.resolve();
+    for (const channel of channels) this.subscribed.add(channel);
+    return attempt(() => this.nr.subscribe([...channels], this.listener));
+  }
+
+  unsubscribe(channels: readonly string[]): Promise<unknown> {
+    const mine = channels.filter((channel) => this.subscribed.delete(channel));
+    if (mine.length === 0) return Promise.resolve();
+    return attempt(() => this.nr.unsubscribe(mine, this.listener));
   }
 
   async end(timeoutMs: number): Promise<void> {

@@ -73,6 +73,18 @@ export type RedisClusterClient = IoRedisClusterClient | NodeRedisClusterClient;
 /** A connection the caller owns to one Redis server: an ioredis client or a node-redis client (told apart by shape). */
 export type RedisClient = IoRedisClient | NodeRedisClient;
 
+/** How events travel between nodes: see {@link RedisBusCommonOptions.routing}. */
+export type RedisBusRouting = 'interest' | 'broadcast' | { readonly buckets: number };
+
+/** The routing after validation. */
+export type ResolvedRouting =
+  | { readonly mode: 'interest' }
+  | { readonly mode: 'broadcast' }
+  | { readonly mode: 'buckets'; readonly buckets: number };
+
+/** The most buckets `routing: { buckets }` takes. */
+export const MAX_BUCKETS = 65536;
+
 /** The client library a bus built from a `url` loads. */
 export type RedisClientLibrary = 'ioredis' | 'redis';
 
@@ -92,6 +104,21 @@ export interface RedisBusCommonOptions {
    * @default a random UUID
    */
   readonly nodeId?: string;
+  /**
+   * How events travel between nodes (see docs/redis.md and docs/scaling.md):
+   * - `'interest'`: a channel per followed key (a resource URI, a task id, a list kind, a principal's
+   *   cancellations), subscribed by a node while one of its streams follows that key: a node receives
+   *   only what its own streams follow.
+   * - `{ buckets: n }`: resource updates, task statuses and cancellations spread over `n` channels by a
+   *   hash of their key (lists keep a channel each): at most `n + 3` subscriptions per node, at the
+   *   price of receiving the other keys of each bucket it follows.
+   * - `'broadcast'`: one channel that every node hears, as the first release did: cheapest when every
+   *   node follows most keys anyway (a handful of nodes).
+   * Every node sharing a `channelPrefix` must use the same routing; a node that sees another routing
+   * on its prefix reports it (`logger.error`, once).
+   * @default 'interest'
+   */
+  readonly routing?: RedisBusRouting;
   /**
    * Where an outage (once per outage), a message refused on receipt (the first one) and similar runtime
    * failures are reported.
@@ -176,6 +203,7 @@ export const REDIS_BUS_OPTION_KEYS = optionKeys<{
   client: true,
   channelPrefix: true,
   nodeId: true,
+  routing: true,
   logger: true,
 });
 
@@ -207,6 +235,7 @@ export interface ResolvedRedisBusOptions {
       };
   readonly channelPrefix: string;
   readonly nodeId: string;
+  readonly routing: ResolvedRouting;
   readonly logger: Logger;
 }
 
@@ -343,6 +372,28 @@ export function clusterSeeds(value: unknown): readonly ClusterSeed[] {
   return Object.freeze(seeds.map((seed) => Object.freeze(seed)));
 }
 
+function routingOption(value: unknown): ResolvedRouting {
+  if (value === undefined || value === 'interest') return { mode: 'interest' };
+  if (value === 'broadcast') return { mode: 'broadcast' };
+  if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
+    const keys = Object.keys(value);
+    const buckets = (value as Loose).buckets;
+    if (keys.length === 1 && keys[0] === 'buckets') {
+      if (Number.isInteger(buckets) && (buckets as number) >= 1 && (buckets as number) <= MAX_BUCKETS) {
+        return { mode: 'buckets', buckets: buckets as number };
+      }
+      throw new OptionsError(
+        ErrorCode.InvalidRouting,
+        `Expected \`routing.buckets\` to be an integer from 1 to ${MAX_BUCKETS}, got ${describeValue(buckets)}`,
+      );
+    }
+  }
+  throw new OptionsError(
+    ErrorCode.InvalidRouting,
+    `Expected \`routing\` to be 'interest', 'broadcast' or { buckets: n }, got ${describeValue(value)}`,
+  );
+}
+
 /**
  * Applies defaults to the bus's options and validates them; never mutates its input. Unknown keys are
  * refused, with the nearest known one suggested.
@@ -425,6 +476,7 @@ export function resolveRedisBusOptions(options: RedisBusOptions): ResolvedRedisB
       `Expected \`nodeId\` to be a non-empty string of at most ${MAX_NODE_ID_LENGTH} characters, got ${describeValue(nodeId)}`,
     );
   }
+  const routing = routingOption(loose.routing);
   const logger = loggerOption('logger', given<unknown>(loose.logger, consoleLogger));
-  return Object.freeze({ connections, channelPrefix, nodeId, logger });
+  return Object.freeze({ connections, channelPrefix, nodeId, routing, logger });
 }

@@ -1,20 +1,30 @@
 /**
  * `RedisBus`: the hubs of several processes joined over Redis pub/sub. One bus is one node: it
- * publishes what its members publish on one channel, and hands its members what other nodes publish
- * there. Members in the same process (several hubs joining one bus) reach each other directly, as on a
- * `MemoryBus`, without a round trip through Redis.
+ * publishes what its members publish, and hands its members what other nodes publish on the channels
+ * it subscribes to. With interest routing (the default) those are the channels of the keys its streams
+ * follow, so a node receives what its own streams follow and not the fleet's traffic. Members in the
+ * same process (several hubs joining one bus) reach each other directly, as on a `MemoryBus`, without a
+ * round trip through Redis.
  */
+import { createHash } from 'node:crypto';
 import diagnostics from 'node:diagnostics_channel';
 import type {
+  BusInterest,
   BusListener,
   BusMember,
+  ListChangedKind,
   Logger,
   RequestId,
   SubscriptionBus,
   SubscriptionEvent,
 } from '../../lib/internal.ts';
 import { within, wrap, type Connection } from './connection.ts';
-import { resolveRedisBusOptions, type RedisBusOptions, type ResolvedRedisBusOptions } from './options.ts';
+import {
+  resolveRedisBusOptions,
+  type RedisBusOptions,
+  type ResolvedRedisBusOptions,
+  type ResolvedRouting,
+} from './options.ts';
 import { createOwnedConnections, type OwnedConnections } from './owned.ts';
 import { MAX_MESSAGE_BYTES, tooLarge, Wire, type DropReason } from './wire.ts';
 
@@ -33,7 +43,7 @@ export interface RedisConnectionMessage {
   readonly connected: boolean;
   /** The bus's `nodeId`. */
   readonly nodeId: string;
-  /** The Redis channel the bus uses, `${channelPrefix}:bus`. */
+  /** The bus's legacy channel, `${channelPrefix}:bus`, which names its prefix. */
   readonly channel: string;
 }
 
@@ -41,7 +51,9 @@ export interface RedisConnectionMessage {
 export interface RedisBusStats {
   /** Both connections are ready and the subscriber is subscribed: other nodes hear this one, and it hears them. */
   connected: boolean;
-  /** Messages (events and cancellations) Redis acknowledged publishing. */
+  /** The routing in use: `'interest'`, `'buckets'` or `'broadcast'` (the `routing` option). */
+  routing: ResolvedRouting['mode'];
+  /** Messages (events and cancellations, legacy copies included) Redis acknowledged publishing. */
   published: number;
   /** Valid messages received from other nodes and handed to this node's members. */
   received: number;
@@ -53,6 +65,15 @@ export interface RedisBusStats {
   dropped: number;
   /** Times the bus got its connection back after losing it. */
   reconnects: number;
+  /** Redis channels this node is subscribed to now (the fixed ones and those of the keys its streams follow). */
+  subscriptions: number;
+  /** Times the bus subscribed to all its channels again: after a reconnect, a failover or a slot move. */
+  resubscribes: number;
+  /**
+   * Nodes of the first release (wire version 1) on this Redis, as last counted (every second): while
+   * there are any, each message is also published for them on `${channelPrefix}:bus`. Always 0 on a cluster.
+   */
+  legacyNodes: number;
 }
 
 const connectionChannel = diagnostics.channel(RedisBusChannel.Connection);
@@ -67,8 +88,61 @@ const MAX_IN_FLIGHT_BYTES = 16 * 1024 * 1024;
 /** How long `close()` waits for each graceful step (unsubscribe, QUIT) before going on without it. */
 const CLOSE_STEP_MS = 1000;
 
+/**
+ * How long a stream's acknowledgement may wait for the SUBSCRIBE of a key new to this node. Redis
+ * answers in well under a millisecond; this bounds a Redis that stops answering without closing.
+ */
+const FOLLOW_TIMEOUT_MS = 2000;
+
+/**
+ * How long a channel no stream follows any more stays subscribed: a client that reconnects (or a
+ * page that reloads) follows the same keys again within this, and pays no UNSUBSCRIBE + SUBSCRIBE.
+ * The channels let go in one interval go out as one UNSUBSCRIBE.
+ */
+const UNSUBSCRIBE_DELAY_MS = 1000;
+
+/** The most channels in one SUBSCRIBE or UNSUBSCRIBE: a large open is sent in pieces, none of them huge. */
+const CHANNELS_PER_COMMAND = 1000;
+
+/** How often a node counts the first-release nodes on its Redis (one PUBSUB CHANNELS and one NUMSUB). */
+const LEGACY_CHECK_MS = 1000;
+
 const OUTAGE_MESSAGE =
   "Redis is unreachable (or refuses the bus's commands); events reach this node's streams only until it is back";
+
+/** The channel suffix of each list kind. */
+const LIST_SUFFIX: Record<ListChangedKind, string> = {
+  tools_list_changed: 'tools',
+  prompts_list_changed: 'prompts',
+  resources_list_changed: 'resources',
+};
+
+/**
+ * A key's digest in a channel name: 22 base64url characters of its SHA-256 (132 bits). Channel names
+ * stay short whatever the URI's length, carry no URI, task id or principal (which `PUBSUB CHANNELS`,
+ * `MONITOR` and ACL logs would show), and spread evenly over a cluster's slots.
+ */
+function digest(key: string): string {
+  return createHash('sha256').update(key).digest('base64url').slice(0, 22);
+}
+
+/** A key followed by this node's streams: its channel, and how many streams follow it. */
+interface Followed {
+  readonly channel: string;
+  count: number;
+}
+
+/** A SUBSCRIBE not yet answered: the follows waiting on it. */
+interface SubscribeBatch {
+  readonly channels: string[];
+  readonly done: Promise<void>;
+  settle(): void;
+}
+
+/** Escapes a glob pattern's special characters, for `PUBSUB CHANNELS`. */
+function globEscape(text: string): string {
+  return text.replace(/[*?[\]\\]/g, '\\$&');
+}
 
 /**
  * A `SubscriptionBus` over Redis pub/sub, for several processes (or machines) serving one MCP server.
@@ -96,20 +170,32 @@ const OUTAGE_MESSAGE =
 export class RedisBus implements SubscriptionBus {
   /** This node's id on the bus. */
   readonly nodeId: string;
-  /** The Redis channel the bus publishes and subscribes on: `${channelPrefix}:bus`. */
+  /**
+   * The first release's channel, `${channelPrefix}:bus`: this node hears first-release nodes there and,
+   * while there are any, publishes a copy of each message there for them (see docs/redis.md, rolling upgrades).
+   */
   readonly channel: string;
 
   private readonly options: ResolvedRedisBusOptions;
+  private readonly routing: ResolvedRouting;
   private readonly logger: Logger;
   private readonly wire: Wire;
   private readonly members = new Set<BusListener>();
-  private readonly counters = { published: 0, received: 0, dropped: 0, reconnects: 0 };
+  private readonly counters = { published: 0, received: 0, dropped: 0, reconnects: 0, resubscribes: 0 };
+  /** `${channelPrefix}:2:`: how every channel of this release starts. */
+  private readonly base: string;
+  private readonly listChannels: Record<ListChangedKind, string>;
+  /** The channel of `'broadcast'` routing. */
+  private readonly allChannel: string;
+  /** This node's presence channel, `${prefix}:2:nodes:<routing>`, which tells other nodes its routing. */
+  private readonly presenceChannel: string;
   /** The connections, once there are any (the url form creates them asynchronously). */
   private publisher: Connection | undefined;
   private subscriber: Connection | undefined;
   /** Settles when the url form has created its connections, or failed to. */
   private readonly setUp: Promise<void>;
   private subscribed = false;
+  private everSubscribed = false;
   private connected = false;
   private everConnected = false;
   /** Whether the current outage has been reported: once per outage, however many errors it brings. */
@@ -119,11 +205,40 @@ export class RedisBus implements SubscriptionBus {
   private readonly reportedOnce = new Set<string>();
   private closing: Promise<void> | undefined;
 
+  /** The keys this node's streams follow (`u`/`t`/`c`/`l` + key), with their channel and followers. */
+  private readonly followed = new Map<string, Followed>();
+  /** Channels wanted by followed keys, with how many keys want each (one, but for buckets). */
+  private readonly wanted = new Map<string, number>();
+  /** Channels no key wants any more, still subscribed until the next unsubscribe round. */
+  private readonly lingering = new Set<string>();
+  private unsubscribeTimer: NodeJS.Timeout | undefined;
+  /** Channels whose SUBSCRIBE is not answered yet, with the batch that answers it. */
+  private readonly pending = new Map<string, SubscribeBatch>();
+  /** The batch collecting this tick's new channels, sent on the next turn of the event loop. */
+  private batch: SubscribeBatch | undefined;
+  /** Channels subscribed on the connection now (sent, and not unsubscribed since). */
+  private readonly live = new Set<string>();
+  /** Nodes of the first release on this Redis, as last counted; -1 before the first count. */
+  private legacyNodes = -1;
+  private legacyTimer: NodeJS.Timeout | undefined;
+  private legacyChecking = false;
+
   constructor(options: RedisBusOptions) {
     this.options = resolveRedisBusOptions(options);
     this.logger = this.options.logger;
     this.nodeId = this.options.nodeId;
-    this.channel = `${this.options.channelPrefix}:bus`;
+    this.routing = this.options.routing;
+    const prefix = this.options.channelPrefix;
+    this.channel = `${prefix}:bus`;
+    this.base = `${prefix}:2:`;
+    this.listChannels = {
+      tools_list_changed: `${this.base}l:${LIST_SUFFIX.tools_list_changed}`,
+      prompts_list_changed: `${this.base}l:${LIST_SUFFIX.prompts_list_changed}`,
+      resources_list_changed: `${this.base}l:${LIST_SUFFIX.resources_list_changed}`,
+    };
+    this.allChannel = `${this.base}all`;
+    const routing = this.routing;
+    this.presenceChannel = `${this.base}nodes:${routing.mode === 'buckets' ? `buckets-${routing.buckets}` : routing.mode}`;
     this.wire = new Wire(this.nodeId);
     const connections = this.options.connections;
     if (connections.form === 'clients') {
@@ -133,12 +248,7 @@ export class RedisBus implements SubscriptionBus {
       );
       this.setUp = Promise.resolve();
     } else {
-      this.setUp = createOwnedConnections(
-        connections.url,
-        connections.client,
-        this.options.channelPrefix,
-        this.nodeId,
-      ).then(
+      this.setUp = createOwnedConnections(connections.url, connections.client, prefix, this.nodeId).then(
         (owned) => this.adopt(owned),
         (error: unknown) => {
           // Reported like an outage (once, logged and published), with the reason in the message: a
@@ -162,13 +272,13 @@ export class RedisBus implements SubscriptionBus {
       cancel: (principal, id) => listener.cancel(principal, id),
     };
     if (this.closing === undefined) this.members.add(member);
-    return {
+    const joined: BusMember = {
       publish: (event) => {
         if (!this.members.has(member)) return;
         for (const other of this.members) if (other !== member) this.hand(other, event);
-        let payload: string;
+        let body: string;
         try {
-          payload = this.wire.event(event);
+          body = this.wire.body(event);
         } catch (error) {
           this.counters.dropped++;
           this.reportOnce('serialize', 'an event could not be serialized for Redis; it reached this node only', {
@@ -177,26 +287,40 @@ export class RedisBus implements SubscriptionBus {
           });
           return;
         }
-        this.send(payload);
+        this.send(this.eventChannel(event), this.wire.event(body));
+        if (this.legacyNodes > 0) this.send(this.channel, this.wire.legacyEvent(body));
       },
       cancel: (principal, id) => {
         if (!this.members.has(member)) return;
         for (const other of this.members) if (other !== member) this.handCancel(other, principal, id);
-        this.send(this.wire.cancel(principal, id));
+        this.send(this.keyChannel('c', principal), this.wire.cancel(principal, id));
+        if (this.legacyNodes > 0) this.send(this.channel, this.wire.legacyCancel(principal, id));
       },
       leave: () => {
         this.members.delete(member);
       },
     };
+    if (this.routing.mode === 'broadcast') return joined;
+    return {
+      ...joined,
+      follow: (interest) => (this.members.has(member) ? this.follow(interest) : undefined),
+      unfollow: (interest) => this.unfollow(interest),
+    };
   }
 
   /** A snapshot of the connection state and the counters. */
   stats(): RedisBusStats {
-    return { connected: this.connected, ...this.counters };
+    return {
+      connected: this.connected,
+      routing: this.routing.mode,
+      ...this.counters,
+      subscriptions: this.live.size,
+      legacyNodes: Math.max(0, this.legacyNodes),
+    };
   }
 
   /**
-   * Leaves Redis: nothing reaches the members any more, the subscription ends, and the connections the
+   * Leaves Redis: nothing reaches the members any more, the subscriptions end, and the connections the
    * bus created are closed (yours stay open, and the listeners the bus put on them are removed).
    * Idempotent, and bounded: each graceful step gets a second, then the bus's own connections are
    * closed hard, so it returns promptly even while Redis is down. Close your hubs first.
@@ -209,14 +333,22 @@ export class RedisBus implements SubscriptionBus {
   private async shutdown(): Promise<void> {
     this.members.clear();
     this.connected = false;
+    clearTimeout(this.unsubscribeTimer);
+    clearInterval(this.legacyTimer);
+    this.batch?.settle();
+    for (const batch of this.pending.values()) batch.settle();
     // The url form may still be loading its library: wait for it (bounded), then close what it made.
     await within(this.setUp, CLOSE_STEP_MS);
     const { publisher, subscriber } = this;
+    const channels = [...this.live];
+    this.live.clear();
     await Promise.all(
-      [publisher, subscriber].map(async (connection) => {
+      [publisher, subscriber].map(async (connection, index) => {
         if (connection === undefined) return;
+        // One object may be both (a cluster client): closed once.
+        if (index === 1 && connection === publisher) return;
         if (connection.owned) {
-          // QUIT ends the subscription with the connection. The connection keeps the bus's error
+          // QUIT ends the subscriptions with the connection. The connection keeps the bus's error
           // listener: whatever it still emits goes nowhere.
           await connection.end(CLOSE_STEP_MS);
           return;
@@ -225,7 +357,7 @@ export class RedisBus implements SubscriptionBus {
         // UNSUBSCRIBE is not waited for: a client with an offline queue sends it when it is back (so
         // no stale subscription outlives the bus), one without refuses it, and neither may hold up close().
         if (connection === subscriber) {
-          const unsubscribed = connection.unsubscribe(this.channel);
+          const unsubscribed = Promise.all(this.chunks(channels).map((chunk) => connection.unsubscribe(chunk)));
           if (connection.isReady()) await within(unsubscribed, CLOSE_STEP_MS);
           else unsubscribed.catch(() => {});
         }
@@ -233,6 +365,172 @@ export class RedisBus implements SubscriptionBus {
       }),
     );
   }
+
+  // -------------------------------------------------------------------------------------------------
+  // Channels
+
+  /** The channels every node of this routing subscribes to, whatever its streams follow. */
+  private fixedChannels(): string[] {
+    const fixed: string[] = [];
+    if (this.routing.mode === 'broadcast') fixed.push(this.allChannel);
+    // The legacy channel and the presence channel serve rolling upgrades from the first release,
+    // which never ran on a cluster.
+    if (this.subscriber?.sharded !== true) fixed.push(this.channel, this.presenceChannel);
+    return fixed;
+  }
+
+  /** The channel an event travels on. */
+  private eventChannel(event: SubscriptionEvent): string {
+    if (this.routing.mode === 'broadcast') return this.allChannel;
+    switch (event.kind) {
+      case 'resource_updated':
+        return this.keyChannel('u', event.uri);
+      case 'task_status':
+        return this.keyChannel('t', event.task.taskId);
+      default:
+        return this.listChannels[event.kind];
+    }
+  }
+
+  /** The channel of a resource URI (`u`), a task id (`t`) or a principal's cancellations (`c`). */
+  private keyChannel(type: 'u' | 't' | 'c', key: string): string {
+    const routing = this.routing;
+    if (routing.mode === 'broadcast') return this.allChannel;
+    const hash = digest(`${type}:${key}`);
+    if (routing.mode === 'interest') return `${this.base}${type}:${hash}`;
+    // The digest's first 48 bits, as a number, spread keys evenly over the buckets.
+    const bucket = Buffer.from(hash.slice(0, 8), 'base64url').readUIntBE(0, 6) % routing.buckets;
+    return `${this.base}b:${bucket}`;
+  }
+
+  /** Calls `visit` with each key of `interest` and a way to compute its channel. */
+  private keysOf(interest: BusInterest, visit: (key: string, channel: () => string) => void): void {
+    for (const kind of interest.lists) visit(`l:${kind}`, () => this.listChannels[kind]);
+    for (const uri of interest.uris) visit(`u:${uri}`, () => this.keyChannel('u', uri));
+    for (const taskId of interest.taskIds) visit(`t:${taskId}`, () => this.keyChannel('t', taskId));
+    const principal = interest.principal;
+    if (principal !== undefined) visit(`c:${principal}`, () => this.keyChannel('c', principal));
+  }
+
+  /**
+   * A stream is about to open: the keys new to this node get their channels subscribed, in one
+   * SUBSCRIBE per turn of the event loop. Resolves when every channel the stream needs is subscribed
+   * (at once when none is new, or the bus is not connected: then nothing could arrive anyway, and the
+   * channels are subscribed with the rest once it is back), within FOLLOW_TIMEOUT_MS.
+   */
+  private follow(interest: BusInterest): Promise<void> | undefined {
+    if (this.closing !== undefined) return undefined;
+    let waits: Set<Promise<void>> | undefined;
+    this.keysOf(interest, (key, channelOf) => {
+      const known = this.followed.get(key);
+      if (known !== undefined) {
+        known.count++;
+        const batch = this.pending.get(known.channel);
+        if (batch !== undefined) (waits ??= new Set()).add(batch.done);
+        return;
+      }
+      const channel = channelOf();
+      this.followed.set(key, { channel, count: 1 });
+      const keys = this.wanted.get(channel) ?? 0;
+      this.wanted.set(channel, keys + 1);
+      if (keys > 0 || this.lingering.delete(channel)) {
+        // Subscribed already (or on its way): wait only for a SUBSCRIBE still unanswered.
+        const batch = this.pending.get(channel);
+        if (batch !== undefined) (waits ??= new Set()).add(batch.done);
+        return;
+      }
+      if (!this.subscribed) return; // subscribed with the rest when the connection is back
+      const batch = this.nextBatch();
+      batch.channels.push(channel);
+      this.pending.set(channel, batch);
+      (waits ??= new Set()).add(batch.done);
+    });
+    if (waits === undefined) return undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, FOLLOW_TIMEOUT_MS);
+      timer.unref();
+    });
+    return Promise.race([Promise.all(waits), timeout]).then(() => clearTimeout(timer));
+  }
+
+  /** A stream that followed `interest` is gone: the keys no stream follows any more are let go, later. */
+  private unfollow(interest: BusInterest): void {
+    this.keysOf(interest, (key) => {
+      const known = this.followed.get(key);
+      if (known === undefined) return;
+      if (--known.count > 0) return;
+      this.followed.delete(key);
+      const keys = (this.wanted.get(known.channel) ?? 1) - 1;
+      if (keys > 0) {
+        this.wanted.set(known.channel, keys);
+        return;
+      }
+      this.wanted.delete(known.channel);
+      this.lingering.add(known.channel);
+    });
+    if (this.lingering.size > 0 && this.unsubscribeTimer === undefined && this.closing === undefined) {
+      this.unsubscribeTimer = setTimeout(this.unsubscribeLingering, UNSUBSCRIBE_DELAY_MS);
+      this.unsubscribeTimer.unref();
+    }
+  }
+
+  /** The batch of this turn of the event loop, created (and its sending scheduled) on first use. */
+  private nextBatch(): SubscribeBatch {
+    if (this.batch !== undefined) return this.batch;
+    let settle!: () => void;
+    const done = new Promise<void>((resolve) => {
+      settle = resolve;
+    });
+    const batch: SubscribeBatch = { channels: [], done, settle };
+    this.batch = batch;
+    setImmediate(() => this.sendBatch(batch));
+    return batch;
+  }
+
+  private sendBatch(batch: SubscribeBatch): void {
+    if (this.batch === batch) this.batch = undefined;
+    const subscriber = this.subscriber;
+    // Channels let go again before the batch went out stay out of it.
+    const channels = batch.channels.filter((channel) => this.wanted.has(channel));
+    const finish = (): void => {
+      for (const channel of batch.channels) if (this.pending.get(channel) === batch) this.pending.delete(channel);
+      batch.settle();
+    };
+    if (subscriber === undefined || this.closing !== undefined || channels.length === 0) {
+      finish();
+      return;
+    }
+    for (const channel of channels) this.live.add(channel);
+    Promise.all(this.chunks(channels).map((chunk) => subscriber.subscribe(chunk))).then(finish, (error: unknown) => {
+      // The channels stay wanted: the next 'ready' subscribes them with the rest.
+      finish();
+      this.evaluate(error, true);
+    });
+  }
+
+  private readonly unsubscribeLingering = (): void => {
+    this.unsubscribeTimer = undefined;
+    const subscriber = this.subscriber;
+    const channels = [...this.lingering].filter((channel) => !this.wanted.has(channel));
+    this.lingering.clear();
+    if (subscriber === undefined || this.closing !== undefined) return;
+    for (const channel of channels) this.live.delete(channel);
+    // While disconnected nothing is sent: the channels are simply not subscribed again on 'ready'.
+    if (!subscriber.isReady()) return;
+    for (const chunk of this.chunks(channels)) subscriber.unsubscribe(chunk).catch(() => {});
+  };
+
+  private chunks(channels: readonly string[]): string[][] {
+    const chunks: string[][] = [];
+    for (let at = 0; at < channels.length; at += CHANNELS_PER_COMMAND) {
+      chunks.push(channels.slice(at, at + CHANNELS_PER_COMMAND));
+    }
+    return chunks;
+  }
+
+  // -------------------------------------------------------------------------------------------------
+  // Connections
 
   /** The url form's connections are ready to be listened to: adopt them, unless closed meanwhile. */
   private adopt(owned: OwnedConnections): void {
@@ -243,10 +541,12 @@ export class RedisBus implements SubscriptionBus {
   private attach(publisher: Connection, subscriber: Connection): void {
     this.publisher = publisher;
     this.subscriber = subscriber;
+    subscriber.onMessage(this.onMessage);
     publisher.watch({
       ready: () => this.evaluate(),
       down: (error) => this.evaluate(error),
     });
+    // One client may do both (a cluster client): it is watched twice, once for each role.
     subscriber.watch({
       ready: () => this.subscribe(),
       down: (error) => {
@@ -258,13 +558,27 @@ export class RedisBus implements SubscriptionBus {
     this.evaluate();
   }
 
-  /** Subscribes (again): at start and on every 'ready' of the subscriber. */
+  /**
+   * Subscribes to every channel this node needs: at start and on every 'ready' of the subscriber (after
+   * a reconnect, a failover or a slot move), so nothing depends on the client's own re-subscription.
+   */
   private subscribe(): void {
     const subscriber = this.subscriber;
     if (subscriber === undefined || this.closing !== undefined) return;
-    subscriber.subscribe(this.channel, this.onMessage).then(
+    // Channels let go while the connection was down are not subscribed again.
+    for (const channel of this.lingering) this.live.delete(channel);
+    this.lingering.clear();
+    const channels = [...this.fixedChannels(), ...this.wanted.keys()];
+    this.live.clear();
+    for (const channel of channels) this.live.add(channel);
+    Promise.all(this.chunks(channels).map((chunk) => subscriber.subscribe(chunk))).then(
       () => {
         this.subscribed = subscriber.isReady();
+        if (this.subscribed) {
+          if (this.everSubscribed) this.counters.resubscribes++;
+          this.everSubscribed = true;
+        }
+        this.startLegacyChecks();
         this.evaluate();
       },
       (error: unknown) => {
@@ -276,11 +590,17 @@ export class RedisBus implements SubscriptionBus {
 
   /**
    * Works out `connected` from the connections' state after any change, and reports a change: the
-   * first failure of an outage is logged and published, the recovery is counted and published.
+   * first failure of an outage is logged and published, the recovery is counted and published. Outside
+   * a cluster the first count of first-release nodes comes before `connected`, so that nothing published
+   * once the bus says it is connected misses one of them.
    */
   private evaluate(error?: unknown, failed = false): void {
     if (this.closing !== undefined) return;
-    const up = this.publisher?.isReady() === true && this.subscriber?.isReady() === true && this.subscribed;
+    const up =
+      this.publisher?.isReady() === true &&
+      this.subscriber?.isReady() === true &&
+      this.subscribed &&
+      (this.legacyNodes >= 0 || this.subscriber.sharded);
     if (up && !this.connected) {
       this.connected = true;
       if (this.everConnected) this.counters.reconnects++;
@@ -292,6 +612,70 @@ export class RedisBus implements SubscriptionBus {
       this.reportOutage(error);
     }
   }
+
+  // -------------------------------------------------------------------------------------------------
+  // Rolling upgrades
+
+  /** Whether first-release nodes can be on this Redis at all (not on a cluster). */
+  private legacyChecks(): boolean {
+    return this.subscriber?.sharded !== true;
+  }
+
+  /** Counts first-release nodes now and every LEGACY_CHECK_MS, outside a cluster. */
+  private startLegacyChecks(): void {
+    if (!this.legacyChecks() || this.closing !== undefined) return;
+    void this.checkLegacy();
+    if (this.legacyTimer === undefined) {
+      this.legacyTimer = setInterval(() => void this.checkLegacy(), LEGACY_CHECK_MS);
+      this.legacyTimer.unref();
+    }
+  }
+
+  /**
+   * Every node of this release subscribes to the legacy channel and to one presence channel of its
+   * routing; a first-release node to the legacy channel only. So the first-release nodes are the legacy
+   * channel's subscribers less the presence channels'. A node of another routing on this prefix is a
+   * misconfiguration: the two would not hear each other's key channels, so it is reported.
+   */
+  private async checkLegacy(): Promise<void> {
+    const publisher = this.publisher;
+    if (publisher === undefined || !publisher.isReady() || this.legacyChecking || this.closing !== undefined) return;
+    this.legacyChecking = true;
+    try {
+      const pattern = `${globEscape(this.base)}nodes:*`;
+      const presence = (await publisher.command(['PUBSUB', 'CHANNELS', pattern])) as unknown[];
+      const channels = presence.map(String);
+      const reply = (await publisher.command(['PUBSUB', 'NUMSUB', this.channel, ...channels])) as unknown[];
+      let legacy = Number(reply[1]);
+      for (let at = 3; at < reply.length; at += 2) legacy -= Number(reply[at]);
+      this.legacyNodes = Math.max(0, legacy);
+      const others = channels.filter((channel) => channel !== this.presenceChannel);
+      if (others.length > 0) {
+        this.reportOnce(
+          'routing',
+          `nodes with another routing share the channel prefix ${JSON.stringify(this.options.channelPrefix)} (${others
+            .map((channel) => channel.slice(channel.lastIndexOf(':') + 1))
+            .join(
+              ', ',
+            )}, this node: ${this.presenceChannel.slice(this.presenceChannel.lastIndexOf(':') + 1)}); events between them are lost: give every node the same \`routing\``,
+        );
+      }
+    } catch (error) {
+      // Not counted (an ACL that refuses PUBSUB): copies go out, so first-release nodes miss nothing.
+      if (this.legacyNodes < 0) this.legacyNodes = 1;
+      this.reportOnce(
+        'legacy-check',
+        'could not count first-release nodes (PUBSUB refused?); copies for them are published on the legacy channel all the same',
+        { error },
+      );
+    } finally {
+      this.legacyChecking = false;
+    }
+    this.evaluate();
+  }
+
+  // -------------------------------------------------------------------------------------------------
+  // Messages
 
   private reportOutage(error: unknown): void {
     if (this.outageReported || this.closing !== undefined) return;
@@ -316,7 +700,7 @@ export class RedisBus implements SubscriptionBus {
    * the outage, late (and possibly after a newer event); and the first connection seen down stops both
    * (they share one server). The bytes awaiting Redis's reply are bounded.
    */
-  private send(payload: string): void {
+  private send(channel: string, payload: string): void {
     const publisher = this.publisher;
     if (this.closing !== undefined) return;
     if (publisher === undefined || !this.connected || !publisher.isReady()) {
@@ -338,7 +722,7 @@ export class RedisBus implements SubscriptionBus {
       return;
     }
     this.inFlightBytes += bytes;
-    publisher.publish(this.channel, payload).then(
+    publisher.publish(channel, payload).then(
       () => {
         this.inFlightBytes -= bytes;
         this.counters.published++;
@@ -354,16 +738,17 @@ export class RedisBus implements SubscriptionBus {
     );
   }
 
-  /** A message from the channel. Runs in the client's event handler: nothing may throw out of it. */
-  private readonly onMessage = (raw: string): void => {
+  /** A message from a channel. Runs in the client's event handler: nothing may throw out of it. */
+  private readonly onMessage = (channel: string, raw: string): void => {
     if (this.closing !== undefined) return;
-    const message = this.wire.decode(typeof raw === 'string' ? raw : String(raw));
+    // The presence channel carries nothing; anything published there is foreign like any other.
+    const message = this.wire.decode(typeof raw === 'string' ? raw : String(raw), channel === this.channel);
     switch (message.type) {
       case 'own':
         return;
       case 'drop':
         this.counters.dropped++;
-        this.reportDrop(message.reason);
+        this.reportDrop(channel, message.reason);
         return;
       case 'event':
         this.counters.received++;
@@ -392,10 +777,10 @@ export class RedisBus implements SubscriptionBus {
     }
   }
 
-  private reportDrop(reason: DropReason): void {
+  private reportDrop(channel: string, reason: DropReason): void {
     this.reportOnce(
       'drop',
-      `a message on ${this.channel} was dropped (${reason}): another format version, or not from mcp-subscriptions; further ones are only counted (stats().dropped)`,
+      `a message on ${channel} was dropped (${reason}): another format version, or not from mcp-subscriptions; further ones are only counted (stats().dropped)`,
       { reason },
     );
   }

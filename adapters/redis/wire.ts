@@ -1,11 +1,16 @@
 /**
- * What travels on the bus's Redis channel: one JSON object per message, carrying the format version and
+ * What travels on the bus's Redis channels: one JSON object per message, carrying the format version and
  * the sending node's id.
  *
  * ```
- * {"v":1,"node":"<id>","type":"event","event":{"kind":"resource_updated","uri":"note://a/b"}}
- * {"v":1,"node":"<id>","type":"cancel","principal":"alice","id":"listen:1"}
+ * {"v":2,"node":"<id>","type":"event","event":{"kind":"resource_updated","uri":"note://a/b"}}
+ * {"v":2,"node":"<id>","type":"cancel","principal":"alice","id":"listen:1"}
  * ```
+ *
+ * Version 2 is version 1's format on the channels of interest routing. Version 1 (the first release)
+ * travels on `${prefix}:bus` alone: a node of this release reads it there, and while nodes of the first
+ * release share the Redis it writes a copy of each message there, in version 1, under the node id
+ * `~2~<id>` ({@link LEGACY_COPY_MARK}), which first-release nodes deliver and nodes of this release skip.
  *
  * Anyone who can PUBLISH on the channel can put bytes here, so a received message is decoded strictly:
  * the version, the node id, the type, the exact set of keys, the event through the engine's own
@@ -15,8 +20,14 @@
 import { isPlainObject, validateEvent, type RequestId, type SubscriptionEvent } from '../../lib/internal.ts';
 import { MAX_NODE_ID_LENGTH } from './options.ts';
 
-/** The format this code writes and the only one it reads; a node of another format is foreign. */
-export const WIRE_VERSION = 1;
+/** The format this code writes on its own channels and reads there; a message of another format is foreign. */
+export const WIRE_VERSION = 2;
+
+/** The first release's format, read and written on the legacy channel `${prefix}:bus` only. */
+export const LEGACY_WIRE_VERSION = 1;
+
+/** How the node id of a legacy copy starts: a copy written by a node of this release, skipped by the others. */
+export const LEGACY_COPY_MARK = '~2~';
 
 /**
  * The largest message sent or accepted, in bytes. Events are small; a task's state can carry its
@@ -81,18 +92,40 @@ export class Wire {
   /** Everything of an event message before the event: built once, so a publish serializes the event only. */
   private readonly eventHead: string;
   private readonly cancelHead: string;
+  private readonly legacyEventHead: string;
+  private readonly legacyCancelHead: string;
   /** How every message of this node starts: its own messages are recognized without being parsed. */
   private readonly ownPrefix: string;
+  /** How every legacy copy starts, this node's or another's of this release. */
+  private readonly copyPrefix = `{"v":${LEGACY_WIRE_VERSION},"node":"${LEGACY_COPY_MARK}`;
 
   constructor(private readonly nodeId: string) {
     this.ownPrefix = `{"v":${WIRE_VERSION},"node":${JSON.stringify(nodeId)},`;
     this.eventHead = `${this.ownPrefix}"type":"event","event":`;
     this.cancelHead = `${this.ownPrefix}"type":"cancel","principal":`;
+    // A first-release node refuses a node id over MAX_NODE_ID_LENGTH: the copy's id is cut to fit.
+    const copyId = `${LEGACY_COPY_MARK}${nodeId}`.slice(0, MAX_NODE_ID_LENGTH);
+    const legacyPrefix = `{"v":${LEGACY_WIRE_VERSION},"node":${JSON.stringify(copyId)},`;
+    this.legacyEventHead = `${legacyPrefix}"type":"event","event":`;
+    this.legacyCancelHead = `${legacyPrefix}"type":"cancel","principal":`;
   }
 
-  /** An event message. Throws what `JSON.stringify` throws (a `BigInt` or a cycle in a task's state). */
-  event(event: SubscriptionEvent): string {
-    return `${this.eventHead}${JSON.stringify(event)}}`;
+  /**
+   * The event as JSON, the part every message of it shares. Throws what `JSON.stringify` throws (a
+   * `BigInt` or a cycle in a task's state).
+   */
+  body(event: SubscriptionEvent): string {
+    return JSON.stringify(event);
+  }
+
+  /** An event message, from its {@link body}. */
+  event(body: string): string {
+    return `${this.eventHead}${body}}`;
+  }
+
+  /** The first release's message of an event, from its {@link body}, for the legacy channel. */
+  legacyEvent(body: string): string {
+    return `${this.legacyEventHead}${body}}`;
   }
 
   /** A cancellation message. */
@@ -100,9 +133,17 @@ export class Wire {
     return `${this.cancelHead}${JSON.stringify(principal)},"id":${JSON.stringify(id)}}`;
   }
 
-  /** Decodes a received message strictly. */
-  decode(raw: string): Decoded {
-    if (raw.startsWith(this.ownPrefix)) return { type: 'own' };
+  /** The first release's message of a cancellation, for the legacy channel. */
+  legacyCancel(principal: string, id: RequestId): string {
+    return `${this.legacyCancelHead}${JSON.stringify(principal)},"id":${JSON.stringify(id)}}`;
+  }
+
+  /**
+   * Decodes a received message strictly: of {@link WIRE_VERSION} from the bus's own channels, of
+   * {@link LEGACY_WIRE_VERSION} from the legacy channel (where the copies of this release's nodes are skipped).
+   */
+  decode(raw: string, legacy = false): Decoded {
+    if (raw.startsWith(legacy ? this.copyPrefix : this.ownPrefix)) return { type: 'own' };
     if (tooLarge(raw)) return drop('too-large');
     let parsed: ReturnType<typeof parse>;
     try {
@@ -113,7 +154,7 @@ export class Wire {
     const { message, protoHolders } = parsed;
     if (!isPlainObject(message)) return drop('not-object');
     if (protoHolders.includes(message)) return drop('forbidden-key');
-    if (message.v !== WIRE_VERSION) return drop('version');
+    if (message.v !== (legacy ? LEGACY_WIRE_VERSION : WIRE_VERSION)) return drop('version');
     const node = message.node;
     if (typeof node !== 'string' || node === '' || node.length > MAX_NODE_ID_LENGTH) return drop('node');
     // Our own id in a message that does not start as ours do: we did not write it. Dropped and counted

@@ -7,13 +7,14 @@
 import { afterAll, describe, expect, test } from '@jest/globals';
 import {
   SubscriptionHub,
+  type BusInterest,
   type BusMember,
   type RequestId,
   type SubscriptionBus,
   type SubscriptionEvent,
 } from '../../lib/index.ts';
 import { hubEngine } from '../../lib/internal.ts';
-import { FakeResponse, openStream, recordingLogger, waitFor } from './fake-response.ts';
+import { FakeResponse, openFollowing, recordingLogger, waitFor } from './fake-response.ts';
 
 /** A bus under test, and how to dispose of it. */
 export interface BusUnderTest {
@@ -48,13 +49,28 @@ interface Recorder {
   readonly cancels: [string, RequestId][];
 }
 
-function recorder(bus: SubscriptionBus): Recorder {
+/**
+ * Everything the contract's events and cancellations touch. A bus that routes by interest carries to a
+ * member what it follows: each recorder follows all of it, as a hub does for its streams' keys.
+ */
+const FOLLOWS_ALL: readonly BusInterest[] = [
+  {
+    principal: 'alice',
+    lists: ['tools_list_changed', 'prompts_list_changed', 'resources_list_changed'],
+    uris: ['note://alice/todo?x=1#y', 'note://x', 'marker://done'],
+    taskIds: ['t-1'],
+  },
+  { principal: 'bob', lists: [], uris: [], taskIds: [] },
+];
+
+async function recorder(bus: SubscriptionBus): Promise<Recorder> {
   const seen: SubscriptionEvent[] = [];
   const cancels: [string, RequestId][] = [];
   const member = bus.join({
     event: (event) => seen.push(event),
     cancel: (principal, id) => cancels.push([principal, id]),
   });
+  for (const interest of FOLLOWS_ALL) await member.follow?.(interest);
   return { member, seen, cancels };
 }
 
@@ -81,9 +97,9 @@ export function describeBusContract(name: string, makeBus: () => Promise<BusUnde
 
     test('a member publishes to every other member, never to itself, every event kind intact and in order', async () => {
       const bus = await fresh();
-      const a = recorder(bus);
-      const b = recorder(bus);
-      const c = recorder(bus);
+      const a = await recorder(bus);
+      const b = await recorder(bus);
+      const c = await recorder(bus);
       for (const event of EVENTS) a.member.publish(event);
       await waitFor(() => b.seen.length === EVENTS.length && c.seen.length === EVENTS.length, 'delivery to b and c');
       expect(b.seen).toStrictEqual(EVENTS);
@@ -97,8 +113,8 @@ export function describeBusContract(name: string, makeBus: () => Promise<BusUnde
 
     test('a cancellation reaches every other member, never the one that sent it', async () => {
       const bus = await fresh();
-      const a = recorder(bus);
-      const b = recorder(bus);
+      const a = await recorder(bus);
+      const b = await recorder(bus);
       a.member.cancel('alice', 'listen:1');
       a.member.cancel('bob', 7);
       await waitFor(() => b.cancels.length === 2, 'both cancellations at b');
@@ -114,9 +130,9 @@ export function describeBusContract(name: string, makeBus: () => Promise<BusUnde
 
     test('a member that left hears nothing more; leave() is idempotent', async () => {
       const bus = await fresh();
-      const a = recorder(bus);
-      const b = recorder(bus);
-      const c = recorder(bus);
+      const a = await recorder(bus);
+      const b = await recorder(bus);
+      const c = await recorder(bus);
       await b.member.leave();
       await b.member.leave();
       a.member.publish({ kind: 'resource_updated', uri: 'note://x' });
@@ -132,8 +148,8 @@ export function describeBusContract(name: string, makeBus: () => Promise<BusUnde
 
     test('one hub joining twice is two members', async () => {
       const bus = await fresh();
-      const first = recorder(bus);
-      const second = recorder(bus);
+      const first = await recorder(bus);
+      const second = await recorder(bus);
       first.member.publish({ kind: 'prompts_list_changed' });
       await waitFor(() => second.seen.length === 1, 'delivery to the second membership');
       second.member.publish(MARKER);
@@ -147,11 +163,16 @@ export function describeBusContract(name: string, makeBus: () => Promise<BusUnde
     test('hubs on the bus: an event published on one reaches the streams of the others, once each', async () => {
       const bus = await fresh();
       const hubs = [1, 2, 3].map(() => new SubscriptionHub({ bus, logger: recordingLogger() }));
-      const responses = hubs.map((hub, i) => {
-        const res = new FakeResponse();
-        openStream(hub, res, { id: `s${i}`, filter: { resourceSubscriptions: ['note://shared/plan', MARKER_URI] } });
-        return res;
-      });
+      const responses = await Promise.all(
+        hubs.map(async (hub, i) => {
+          const res = new FakeResponse();
+          await openFollowing(hub, res, {
+            id: `s${i}`,
+            filter: { resourceSubscriptions: ['note://shared/plan', MARKER_URI] },
+          });
+          return res;
+        }),
+      );
       const updates = (res: FakeResponse, uri: string) =>
         res.messages().filter((m: any) => m.method === 'notifications/resources/updated' && m.params?.uri === uri)
           .length;
@@ -170,8 +191,8 @@ export function describeBusContract(name: string, makeBus: () => Promise<BusUnde
       ];
       const alices = new FakeResponse();
       const bobs = new FakeResponse();
-      openStream(b, alices, { principal: 'alice', id: 'listen:1' });
-      openStream(b, bobs, { principal: 'bob', id: 'listen:1' });
+      await openFollowing(b, alices, { principal: 'alice', id: 'listen:1' });
+      await openFollowing(b, bobs, { principal: 'bob', id: 'listen:1' });
       // Mallory's cancel of the same id changes nothing; alice's, received by the other node, ends hers.
       expect(hubEngine(a).cancel('mallory', 'listen:1')).toBe(0);
       expect(hubEngine(a).cancel('alice', 'listen:1')).toBe(0);

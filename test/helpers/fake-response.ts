@@ -145,6 +145,28 @@ export function openStream(
     });
 }
 
+/**
+ * {@link openStream} as the listen engine does it with a bus that routes by interest: tells the bus
+ * what the stream follows and waits for it (the bus subscribes) before the stream opens.
+ */
+export async function openFollowing(
+  hub: SubscriptionHub,
+  res: StreamResponse,
+  init: Partial<Omit<OpenInit, 'ackFrame' | 'resultFrame'>> & { principal?: string } = {},
+) {
+  const id = init.id ?? 'sub-1';
+  const filter = init.filter ?? { toolsListChanged: true };
+  const reservation = hubEngine(hub).reserve(init.principal ?? 'alice', id);
+  await reservation.follow(filter);
+  return reservation.open(res, {
+    id,
+    filter,
+    keepAliveMs: init.keepAliveMs ?? false,
+    ackFrame: ACK_MARKER,
+    resultFrame: () => RESULT_MARKER,
+  });
+}
+
 /** What a publish reported, with zeros for what it did not say. */
 export function report(partial: Partial<PublishReport>): PublishReport {
   return { matched: 0, written: 0, queued: 0, coalesced: 0, ...partial };

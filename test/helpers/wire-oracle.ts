@@ -97,21 +97,42 @@ export function receivedText(bytes: Uint8Array): string {
   return new TextDecoder('utf-8', { ignoreBOM: true }).decode(bytes);
 }
 
-/** How every message a node writes begins (its version, then its id, in that order, without spaces). */
-export function ownPrefix(nodeId: string): string {
-  return `{"v":1,"node":${JSON.stringify(nodeId)},`;
+/**
+ * Which channel a message arrives on: `'legacy'`, the first release's `${prefix}:bus` (format 1), or
+ * `'current'`, one of this release's channels (format 2).
+ */
+export type WireChannel = 'legacy' | 'current';
+
+/** The format version each channel carries. */
+export const VERSION_OF: Record<WireChannel, number> = { legacy: 1, current: 2 };
+
+/**
+ * How every message a node writes in format `version` begins (its version, then its id, in that order,
+ * without spaces): format 1 as a first-release node writes it, format 2 as a node of this release does.
+ */
+export function ownPrefix(nodeId: string, version = 1): string {
+  return `{"v":${version},"node":${JSON.stringify(nodeId)},`;
 }
+
+/**
+ * How the copies begin that nodes of this release write on the legacy channel for first-release
+ * nodes: their node id starts with `~2~`. Every node of this release skips them (it hears the
+ * original on its own channels), whichever node wrote them.
+ */
+export const LEGACY_COPY_PREFIX = '{"v":1,"node":"~2~';
 
 /**
  * The verdict of the node `receiver` on one message, in the contract's order:
  *
+ * 0. On the legacy channel (see {@link WireChannel}), a message that begins as a copy written by a node
+ *    of this release ({@link LEGACY_COPY_PREFIX}) is skipped like the receiver's own.
  * 1. A message that begins exactly as the receiver's own messages begin is its own, back from Redis
  *    (Redis sends a publisher's messages to its own subscription too): ignored, neither received nor
  *    dropped. The receiver does not parse its echoes, so a forgery in exactly that form is ignored
  *    the same way, which is safe: it reaches nothing.
  * 2. Over 4 MiB (UTF-8 bytes of the received text): dropped.
  * 3. Not JSON text, or nested deeper than anyone can write (see {@link DEPTH_UNWRITABLE}): dropped.
- * 4. The envelope: an object with the format version exactly `1`, a node id that is a non-empty
+ * 4. The envelope: an object with the channel's format version exactly (1 or 2), a node id that is a non-empty
  *    string of at most 200 characters and not the receiver's own (a message claiming the receiver's
  *    id in another form is a forgery), a `type` of `event` or `cancel` with exactly that type's keys,
  *    and no `"__proto__"` key in it. Else dropped.
@@ -122,9 +143,9 @@ export function ownPrefix(nodeId: string): string {
  *    it is, so every other node must too). Extra fields of the event are left out. Else dropped.
  * 6. A cancellation: a non-empty string principal, an id that is a string or a finite number. Else dropped.
  */
-export function judge(bytes: Uint8Array, receiver: string): Verdict {
+export function judge(bytes: Uint8Array, receiver: string, channel: WireChannel = 'legacy'): Verdict {
   const text = receivedText(bytes);
-  if (text.startsWith(ownPrefix(receiver))) return { kind: 'own' };
+  if (text.startsWith(channel === 'legacy' ? LEGACY_COPY_PREFIX : ownPrefix(receiver, 2))) return { kind: 'own' };
   if (Buffer.byteLength(text, 'utf8') > WIRE_LIMIT_BYTES) return drop('size');
   let message: unknown;
   try {
@@ -132,7 +153,7 @@ export function judge(bytes: Uint8Array, receiver: string): Verdict {
   } catch {
     return drop('json');
   }
-  const verdict = byRules(message, receiver);
+  const verdict = byRules(message, receiver, VERSION_OF[channel]);
   const depth = depthOf(message);
   if (depth > DEPTH_UNWRITABLE) return drop('depth');
   if (depth > DEPTH_DECIDED && verdict.kind !== 'drop') {
@@ -141,10 +162,10 @@ export function judge(bytes: Uint8Array, receiver: string): Verdict {
   return verdict;
 }
 
-function byRules(message: unknown, receiver: string): Verdict {
+function byRules(message: unknown, receiver: string, version: number): Verdict {
   if (!isObject(message)) return drop('not-object');
   if (Object.hasOwn(message, '__proto__')) return drop('prototype-key');
-  if (own(message, 'v') !== 1) return drop('version');
+  if (own(message, 'v') !== version) return drop('version');
   const node = own(message, 'node');
   if (typeof node !== 'string' || node === '' || node.length > NODE_ID_MAX) return drop('node');
   if (node === receiver) return drop('self');
@@ -228,6 +249,21 @@ export function reaches(event: WireEvent, stream: StreamModel): boolean {
         stream.principal === event.owner &&
         (stream.filter.taskIds?.includes(event.task.taskId as string) ?? false)
       );
+    default:
+      return stream.filter[FLAG[event.kind]] === true;
+  }
+}
+
+/**
+ * Whether `stream` follows the key of `event` (its list, URI or task id, whoever owns the task): with
+ * interest routing, what brings the event's channel to the stream's node.
+ */
+export function follows(event: WireEvent, stream: StreamModel): boolean {
+  switch (event.kind) {
+    case 'resource_updated':
+      return stream.filter.resourceSubscriptions?.includes(event.uri) ?? false;
+    case 'task_status':
+      return stream.filter.taskIds?.includes(event.task.taskId as string) ?? false;
     default:
       return stream.filter[FLAG[event.kind]] === true;
   }

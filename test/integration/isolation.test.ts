@@ -174,9 +174,18 @@ interface Node {
   readonly hub: SubscriptionHub;
   readonly server: RunningServer;
   readonly logger: ReturnType<typeof recordingLogger>;
-  /** Messages this node's bus received from the other node (a barrier for cross-node delivery). */
-  readonly received: () => number;
+  /**
+   * Barrier markers this node's bus received from the other node. With interest routing a node hears
+   * only what its streams follow, so "the other node received something" is no barrier: a marker
+   * published after the event or cancellation, on the same connection, arrives after it.
+   */
+  readonly markers: () => number;
+  /** Publishes a barrier marker to the other node. */
+  readonly mark: () => void;
 }
+
+/** The barrier's URI: followed by a member of each node's bus, never by a stream. */
+const BARRIER_URI = 'barrier://isolation';
 
 async function startNode(flavour: (typeof expressFlavours)[number], bus?: RedisBus): Promise<Node> {
   const logger = recordingLogger();
@@ -199,7 +208,21 @@ async function startNode(flavour: (typeof expressFlavours)[number], bus?: RedisB
     }),
     passOn,
   );
-  return { hub, logger, server: await listenOn(app), received: () => bus?.stats().received ?? 0 };
+  let markers = 0;
+  const barrier = bus?.join({
+    event: (event) => {
+      if (event.kind === 'resource_updated' && event.uri === BARRIER_URI) markers++;
+    },
+    cancel: () => {},
+  });
+  await barrier?.follow?.({ lists: [], uris: [BARRIER_URI], taskIds: [] });
+  return {
+    hub,
+    logger,
+    server: await listenOn(app),
+    markers: () => markers,
+    mark: () => barrier?.publish({ kind: 'resource_updated', uri: BARRIER_URI }),
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -366,15 +389,16 @@ class Run {
     wants: (stream: Stream) => string | undefined,
   ): Promise<void> {
     const others = this.nodes.filter((_, i) => i !== node % this.nodes.length);
-    const before = others.map((other) => other.received());
+    const before = others.map((other) => other.markers());
     send();
+    this.nodes[node % this.nodes.length]!.mark();
     for (const stream of this.streams) {
       if (stream.end !== 'open') continue;
       const wanted = wants(stream);
       if (wanted !== undefined) stream.expected.push(wanted);
     }
     await waitFor(
-      () => others.every((other, i) => other.received() > before[i]!),
+      () => others.every((other, i) => other.markers() > before[i]!),
       'the event on the other node',
       10_000,
     );
@@ -474,7 +498,7 @@ class Run {
     const closing = local.length > 0 ? local : this.streams.filter(matches);
     const forwarded = principal !== undefined && local.length === 0 && this.nodes.length > 1;
     const others = this.nodes.filter((_, i) => i !== at);
-    const before = others.map((other) => other.received());
+    const before = others.map((other) => other.markers());
     const response = await rawPost(this.nodes[at]!.server.url, {
       headers: [
         ['Content-Type', 'application/json'],
@@ -497,8 +521,9 @@ class Run {
     });
     for (const stream of closing) stream.end = 'cancelled';
     if (forwarded) {
+      this.nodes[at]!.mark();
       await waitFor(
-        () => others.every((other, i) => other.received() > before[i]!),
+        () => others.every((other, i) => other.markers() > before[i]!),
         'the cancellation on the other node',
         10_000,
       );

@@ -26,7 +26,7 @@ import {
 } from 'mcp-subscriptions/redis';
 import { hubEngine } from '../../lib/internal.ts';
 import { describeBusContract, isMarker, MARKER, MARKER_URI } from '../helpers/bus-contract.ts';
-import { FakeResponse, openStream, recordingLogger, waitFor } from '../helpers/fake-response.ts';
+import { FakeResponse, openFollowing, recordingLogger, waitFor } from '../helpers/fake-response.ts';
 import { OwnRedis, REDIS_URL, redisServerInstalled, sharedRedisMissing } from '../helpers/redis.ts';
 import { REPO_ROOT } from '../helpers/sample-app.ts';
 import { describeUnless, failUnderCi } from '../helpers/skip.ts';
@@ -235,7 +235,7 @@ describeUnless(redisMissing)('RedisBus against Redis on 127.0.0.1:6379', () => {
         const seen: SubscriptionEvent[] = [];
         hub.subscribeAll((event) => seen.push(event));
         const res = new FakeResponse();
-        openStream(hub, res, {
+        await openFollowing(hub, res, {
           principal: 'alice',
           id: 'listen:1',
           filter: {
@@ -273,7 +273,7 @@ describeUnless(redisMissing)('RedisBus against Redis on 127.0.0.1:6379', () => {
         const seen: SubscriptionEvent[] = [];
         hub.subscribeAll((event) => seen.push(event));
         const res = new FakeResponse();
-        openStream(hub, res, {
+        await openFollowing(hub, res, {
           principal: 'alice',
           id: 'listen:1',
           filter: { taskIds: ['t-1'], resourceSubscriptions: [MARKER_URI] },
@@ -312,7 +312,7 @@ describeUnless(redisMissing)('RedisBus against Redis on 127.0.0.1:6379', () => {
         const seen: SubscriptionEvent[] = [];
         hub.subscribeAll((event) => seen.push(event));
         const res = new FakeResponse();
-        openStream(hub, res, { filter: { toolsListChanged: true, resourceSubscriptions: [MARKER_URI] } });
+        await openFollowing(hub, res, { filter: { toolsListChanged: true, resourceSubscriptions: [MARKER_URI] } });
         const tools = '"type":"event","event":{"kind":"tools_list_changed"}}';
         const raw = plainClient();
         for (const forged of [
@@ -323,8 +323,10 @@ describeUnless(redisMissing)('RedisBus against Redis on 127.0.0.1:6379', () => {
         ]) {
           await raw.publish(bus.channel, forged);
         }
-        // Exactly as this node writes its own: an echo is not parsed, so this one cannot be told from one.
-        await raw.publish(bus.channel, `{"v":1,"node":"node-under-test",${tools}`);
+        // Exactly as this node writes its own legacy copies: an echo is not parsed, so this one cannot be told from one.
+        await raw.publish(bus.channel, `{"v":1,"node":"~2~node-under-test",${tools}`);
+        // And as this node's messages on its own channels begin.
+        await raw.publish(`${channelPrefix}:2:l:tools`, `{"v":2,"node":"node-under-test",${tools}`);
         await raw.publish(bus.channel, event(MARKER));
         await waitFor(() => seen.some(isMarker), 'the marker');
         expect(seen).toStrictEqual([MARKER]);
@@ -341,8 +343,8 @@ describeUnless(redisMissing)('RedisBus against Redis on 127.0.0.1:6379', () => {
       const [hubA, hubB] = [hubOn(a), hubOn(b)];
       const [resA, resB] = [new FakeResponse(), new FakeResponse()];
       const filter = { toolsListChanged: true as const, resourceSubscriptions: [MARKER_URI] };
-      openStream(hubA, resA, { filter });
-      openStream(hubB, resB, { filter });
+      await openFollowing(hubA, resA, { filter });
+      await openFollowing(hubB, resB, { filter });
       hubA.toolsListChanged();
       // Once B has it, Redis has sent it to every subscriber, A's included; B's marker comes after it.
       await waitFor(() => notified(resB, 'notifications/tools/list_changed') === 1, 'the event at B');
@@ -361,17 +363,20 @@ describeUnless(redisMissing)('RedisBus against Redis on 127.0.0.1:6379', () => {
     const b = await node('redis', channelPrefix);
     const tap = plainClient();
     const tapped: string[] = [];
-    tap.on('message', (_channel: string, message: string) => tapped.push(message));
-    await tap.subscribe(a.channel);
+    // Every channel of this release under the prefix: the key channels, and any other.
+    tap.on('pmessage', (_pattern: string, _channel: string, message: string) => tapped.push(message));
+    await tap.psubscribe(`${channelPrefix}:*`);
     await connected(a, b);
     const [a1, a2, b1] = [hubOn(a), hubOn(a), hubOn(b)];
     const uris = Array.from({ length: 50 }, (_, i) => `note://shared/${i}`);
     const filter = { resourceSubscriptions: [...uris, MARKER_URI] };
-    const streams = [a1, a1, a2, b1, b1].map((hub, i) => {
-      const res = new FakeResponse();
-      openStream(hub, res, { id: `s${i}`, filter });
-      return res;
-    });
+    const streams = await Promise.all(
+      [a1, a1, a2, b1, b1].map(async (hub, i) => {
+        const res = new FakeResponse();
+        await openFollowing(hub, res, { id: `s${i}`, filter });
+        return res;
+      }),
+    );
     for (const uri of uris) a1.resourceUpdated(uri);
     a1.resourceUpdated(MARKER_URI);
     await waitFor(() => streams.every((res) => updates(res, MARKER_URI) === 1), 'the marker on every stream');
@@ -397,15 +402,16 @@ describeUnless(redisMissing)('RedisBus against Redis on 127.0.0.1:6379', () => {
       const [hubA, hubB] = [hubOn(a), hubOn(b)];
       const alices = new FakeResponse();
       const bobs = new FakeResponse();
-      openStream(hubA, alices, { principal: 'alice', id: 'listen:1' });
-      openStream(hubA, bobs, { principal: 'bob', id: 'listen:1' });
+      await openFollowing(hubA, alices, { principal: 'alice', id: 'listen:1' });
+      await openFollowing(hubA, bobs, { principal: 'bob', id: 'listen:1' });
       expect(hubEngine(hubB).cancel('mallory', 'listen:1')).toBe(0);
       expect(hubEngine(hubB).cancel('alice', 'listen:1')).toBe(0);
       await waitFor(() => hubA.stats().closed.cancelled === 1, "alice's stream cancelled on the node that holds it");
       expect(alices.destroyed).toBe(true);
       expect(bobs.destroyed).toBe(false);
       expect(hubA.openByPrincipal()).toStrictEqual({ bob: 1 });
-      expect(a.stats()).toMatchObject({ received: 2, dropped: 0 });
+      // Mallory's cancellation travels on mallory's channel, which no node follows: A never hears it.
+      expect(a.stats()).toMatchObject({ received: 1, dropped: 0 });
     },
   );
 
@@ -468,7 +474,9 @@ describeUnless(redisMissing)('RedisBus against Redis on 127.0.0.1:6379', () => {
       await connected(first, second, other);
       await first.close();
       const seen: SubscriptionEvent[] = [];
-      second.join({ event: (event) => seen.push(event), cancel: noop });
+      await second
+        .join({ event: (event) => seen.push(event), cancel: noop })
+        .follow?.({ lists: [], uris: [MARKER_URI], taskIds: [] });
       other.join({ event: noop, cancel: noop }).publish(MARKER);
       await waitFor(() => seen.some(isMarker), 'the marker at the bus still open');
       await second.close();
@@ -499,7 +507,7 @@ describeUnless(serverMissing)("RedisBus when Redis goes away (a redis-server of 
     const callers = await node(library, channelPrefix, { url: server.url });
     await connected(owned, callers);
     const hubs = [hubOn(owned), hubOn(callers)];
-    for (const hub of hubs) openStream(hub, new FakeResponse());
+    for (const hub of hubs) await openFollowing(hub, new FakeResponse());
     await server.stop();
     await waitFor(() => !owned.stats().connected && !callers.stats().connected, 'both disconnected', 10_000);
     const started = Date.now();
@@ -526,8 +534,8 @@ describeUnless(serverMissing)("RedisBus when Redis goes away (a redis-server of 
         const [hubA, hubB] = [hubOn(a), hubOn(b)];
         const [resA, resB] = [new FakeResponse(), new FakeResponse()];
         const filter = { resourceSubscriptions: ['note://before', 'note://during', 'note://after', MARKER_URI] };
-        openStream(hubA, resA, { filter });
-        openStream(hubB, resB, { filter });
+        await openFollowing(hubA, resA, { filter });
+        await openFollowing(hubB, resB, { filter });
         hubA.resourceUpdated('note://before');
         await waitFor(() => updates(resB, 'note://before') === 1, 'the event at B before the outage');
 
@@ -708,7 +716,17 @@ console.log(JSON.stringify(reports));
         timeout: 30_000,
       });
       const reports = JSON.parse(out) as unknown[];
-      const stats = { connected: false, published: 0, received: 0, dropped: 1, reconnects: 0 };
+      const stats = {
+        connected: false,
+        routing: 'interest',
+        published: 0,
+        received: 0,
+        dropped: 1,
+        reconnects: 0,
+        resubscribes: 0,
+        subscriptions: 0,
+        legacyNodes: 0,
+      };
       expect(reports).toStrictEqual([
         [
           expect.stringContaining('neither `ioredis` nor `redis` is installed: `npm install ioredis` (or `redis`)'),

@@ -61,6 +61,8 @@ import {
   judge,
   listenerView,
   ownPrefix,
+  type WireChannel,
+  follows,
   reaches,
   WIRE_LIMIT_BYTES,
   type StreamModel,
@@ -327,11 +329,11 @@ async function stopNodes(): Promise<void> {
 
 /** The oracle's verdicts, once per message and node (a 4 MiB message is worth not parsing four times). */
 const verdicts = new WeakMap<Uint8Array, Map<string, Verdict>>();
-function verdictOf(bytes: Uint8Array, node: BusNode): Verdict {
+function verdictOf(bytes: Uint8Array, node: BusNode, channel: WireChannel = 'legacy'): Verdict {
   let byNode = verdicts.get(bytes);
   if (byNode === undefined) verdicts.set(bytes, (byNode = new Map()));
   let verdict = byNode.get(node.id);
-  if (verdict === undefined) byNode.set(node.id, (verdict = judge(bytes, node.id)));
+  if (verdict === undefined) byNode.set(node.id, (verdict = judge(bytes, node.id, channel)));
   return verdict;
 }
 
@@ -369,10 +371,15 @@ class Expectation {
     // Delivered here first: to its own streams, then to the other hubs of its node, directly.
     for (const member of home.hubs) this.hand(member, event);
     this.published.set(home, this.published.get(home)! + 1);
-    // What the home node's bus writes, by the contract: judged by the others as any message.
-    const bytes = Buffer.from(`${ownPrefix(home.id)}"type":"event","event":${JSON.stringify(event)}}`);
-    // The home node hears its own message back from Redis, and ignores it.
-    for (const node of nodes) this.take(node, verdictOf(bytes, node));
+    // What the home node's bus writes on the event's own channel, by the contract: judged by the others
+    // as any message there (every node follows the keys the exchanges publish: each has streams on them).
+    const bytes = Buffer.from(`${ownPrefix(home.id, 2)}"type":"event","event":${JSON.stringify(event)}}`);
+    // The home node hears its own message back from Redis, and ignores it; another node hears it only
+    // when one of its open streams follows the event's key (interest routing).
+    for (const node of nodes) {
+      if (node !== home && !node.hubs.some((hub) => hub.lives.some((live) => follows(event, live.spec)))) continue;
+      this.take(node, verdictOf(bytes, node, 'current'));
+    }
   }
 
   private take(node: BusNode, verdict: Verdict): void {

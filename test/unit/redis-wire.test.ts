@@ -19,6 +19,7 @@ import {
   NODE_ID_MAX,
   ownPrefix,
   receivedText,
+  type WireChannel,
   WIRE_LIMIT_BYTES,
   type Verdict,
 } from '../helpers/wire-oracle.ts';
@@ -46,18 +47,29 @@ function outcomeOf(result: Verdict | Decoded): Outcome {
 
 const pristine = Reflect.ownKeys(Object.prototype);
 
-/** Decodes `bytes` as the receiving node would, and checks the answer against the oracle's. */
-function expectAsOracle(bytes: Uint8Array): Outcome {
-  const want = outcomeOf(judge(bytes, RECEIVER));
-  const decoded = wire.decode(receivedText(bytes));
-  // The text leads the comparison, so that a failure shows the message (cut short when huge).
-  const shown = receivedText(bytes.subarray(0, 2000));
-  expect({ message: shown, outcome: outcomeOf(decoded) }).toStrictEqual({ message: shown, outcome: want });
-  if (decoded.type === 'event') {
-    expect(Object.getPrototypeOf(decoded.event)).toBe(Object.prototype);
+/**
+ * Decodes `bytes` as the receiving node would on `channel` (on both when not given), and checks the
+ * answer against the oracle's. Returns the outcome on `channel`, or on the current channels.
+ */
+function expectAsOracle(bytes: Uint8Array, channel?: WireChannel): Outcome {
+  let outcome: Outcome | undefined;
+  for (const on of channel === undefined ? (['legacy', 'current'] as const) : [channel]) {
+    const want = outcomeOf(judge(bytes, RECEIVER, on));
+    const decoded = wire.decode(receivedText(bytes), on === 'legacy');
+    // The text leads the comparison, so that a failure shows the message (cut short when huge).
+    const shown = receivedText(bytes.subarray(0, 2000));
+    expect({ message: shown, channel: on, outcome: outcomeOf(decoded) }).toStrictEqual({
+      message: shown,
+      channel: on,
+      outcome: want,
+    });
+    if (decoded.type === 'event') {
+      expect(Object.getPrototypeOf(decoded.event)).toBe(Object.prototype);
+    }
+    expect(Reflect.ownKeys(Object.prototype)).toStrictEqual(pristine);
+    outcome = want;
   }
-  expect(Reflect.ownKeys(Object.prototype)).toStrictEqual(pristine);
-  return want;
+  return outcome!;
 }
 
 const bytesOf = (text: string): Uint8Array => Buffer.from(text, 'utf8');
@@ -91,6 +103,8 @@ const senderArb: fc.Arbitrary<JsonNode> = fc.oneof(
   },
   { weight: 2, arbitrary: fc.constant(text(RECEIVER)) },
   { weight: 1, arbitrary: fc.constant(spelledOut(RECEIVER)) },
+  // The copies nodes of this release write for first-release nodes, the receiver's and a peer's.
+  { weight: 1, arbitrary: fc.constantFrom(`~2~${RECEIVER}`, '~2~peer-1').map(text) },
 );
 
 const URIS = ['note://alice/todo', 'urn:x:😀?q=1#f', 'note://a b', 'relative/path', '', 'NOTE://A/', 'x:'];
@@ -165,12 +179,13 @@ const bodyArb: fc.Arbitrary<[string, JsonEntry[]]> = fc.oneof(
  */
 const envelopeArb: fc.Arbitrary<JsonNode> = fc
   .tuple(
+    fc.constantFrom('1', '2'),
     senderArb,
     bodyArb,
     fc.option(fc.array(fc.double({ noNaN: true }), { minLength: 5, maxLength: 5 }), { freq: 3, nil: undefined }),
   )
-  .map(([node, [type, body], sortKeys]) => {
-    const members = [entry('v', literal('1')), entry('node', node), entry('type', text(type)), ...body];
+  .map(([version, node, [type, body], sortKeys]) => {
+    const members = [entry('v', literal(version)), entry('node', node), entry('type', text(type)), ...body];
     const order = members.map((_, i) => i);
     if (sortKeys !== undefined) order.sort((a, b) => sortKeys[a]! - sortKeys[b]!);
     return { kind: 'object' as const, entries: order.map((i) => members[i]!) };
@@ -396,18 +411,35 @@ describe('the Redis wire’s decoder, fuzzed against the wire oracle (no Redis)'
       },
     ];
     for (const event of events) {
-      const message = peer.event(event as never);
-      expect(expectAsOracle(bytesOf(message))).toMatchObject({ type: 'event' });
+      const body = peer.body(event as never);
+      const message = peer.event(body);
+      expect(expectAsOracle(bytesOf(message), 'current')).toMatchObject({ type: 'event' });
+      expect(expectAsOracle(bytesOf(message), 'legacy')).toStrictEqual({ type: 'drop' });
       expect(peer.decode(message)).toStrictEqual({ type: 'own' });
+      // Its copy for first-release nodes is skipped by every node of this release, on the legacy channel.
+      const copy = peer.legacyEvent(body);
+      expect(expectAsOracle(bytesOf(copy), 'legacy')).toStrictEqual({ type: 'own' });
+      expect(JSON.parse(copy)).toStrictEqual({ v: 1, node: '~2~peer-1', type: 'event', event: JSON.parse(body) });
     }
-    expect(expectAsOracle(bytesOf(peer.cancel('alice', 'listen:1')))).toStrictEqual({
+    expect(expectAsOracle(bytesOf(peer.cancel('alice', 'listen:1')), 'current')).toStrictEqual({
+      type: 'cancel',
+      principal: 'alice',
+      id: 'listen:1',
+    });
+    expect(JSON.parse(peer.legacyCancel('alice', 'listen:1'))).toStrictEqual({
+      v: 1,
+      node: '~2~peer-1',
       type: 'cancel',
       principal: 'alice',
       id: 'listen:1',
     });
     // The receiver's own messages begin with its prefix, which is how it knows them.
-    expect(wire.cancel('alice', 1).startsWith(ownPrefix(RECEIVER))).toBe(true);
+    expect(wire.cancel('alice', 1).startsWith(ownPrefix(RECEIVER, 2))).toBe(true);
     expect(wire.decode(wire.cancel('alice', 1))).toStrictEqual({ type: 'own' });
+    // A first-release node's message in the receiver's id, on the legacy channel, is a forgery.
+    expect(expectAsOracle(bytesOf(`${ownPrefix(RECEIVER, 1)}"type":"cancel","principal":"a","id":1}`))).toStrictEqual({
+      type: 'drop',
+    });
   });
 
   test('a task state may hold a "__proto__" key; the envelope and the event may not', () => {
@@ -417,7 +449,7 @@ describe('the Redis wire’s decoder, fuzzed against the wire oracle (no Redis)'
       `{"v":1,"node":"p","type":"event","event":{"kind":"tools_list_changed"},"__proto__":{"polluted":true}}`,
       `{"v":1,"node":"p","type":"event","event":{"kind":"tools_list_changed","\\u005f_proto__":{}}}`,
     ];
-    expect(cases.map((message) => expectAsOracle(bytesOf(message)).type)).toStrictEqual([
+    expect(cases.map((message) => expectAsOracle(bytesOf(message), 'legacy').type)).toStrictEqual([
       'event',
       'drop',
       'drop',
@@ -435,9 +467,9 @@ describe('the Redis wire’s decoder, fuzzed against the wire oracle (no Redis)'
       const fill = unit.repeat(Math.floor(room / unitBytes)) + 'x'.repeat(room % unitBytes);
       const atBound = head + fill + tail;
       expect(Buffer.byteLength(atBound)).toBe(WIRE_LIMIT_BYTES);
-      expect({ unit, at: expectAsOracle(bytesOf(atBound)).type }).toStrictEqual({ unit, at: 'event' });
+      expect({ unit, at: expectAsOracle(bytesOf(atBound), 'legacy').type }).toStrictEqual({ unit, at: 'event' });
       const over = head + fill + 'x' + tail;
-      expect({ unit, over: expectAsOracle(bytesOf(over)).type }).toStrictEqual({ unit, over: 'drop' });
+      expect({ unit, over: expectAsOracle(bytesOf(over), 'legacy').type }).toStrictEqual({ unit, over: 'drop' });
     }
   });
 });
