@@ -12,7 +12,7 @@
  * event is published again until it arrives (bounded): the publisher's client learns the new slot map
  * by itself, on its own schedule, and what this suite checks is that the subscriptions came back.
  */
-import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { afterAll, afterEach, beforeAll, describe, expect, test } from '@jest/globals';
 import { createHash, randomUUID } from 'node:crypto';
 import express from 'express';
 import { Cluster } from 'ioredis';
@@ -48,7 +48,8 @@ beforeAll(async () => {
   if (serverMissing === undefined) cluster = await RedisCluster.start();
 }, 60_000);
 
-afterAll(async () => {
+/** Closes what the tests opened (streams, servers, hubs, buses, clients), latest first. */
+async function cleanUp(): Promise<void> {
   for (const cleanup of cleanups.splice(0).reverse()) {
     try {
       await cleanup();
@@ -56,9 +57,20 @@ afterAll(async () => {
       // already closed
     }
   }
+}
+
+afterAll(async () => {
+  await cleanUp();
   await cluster?.stop();
   unhandled.stop();
 }, 30_000);
+
+/** Nodes a test killed: started again after it, pass or fail, so that every master keeps a replica. */
+const killed: number[] = [];
+afterEach(async () => {
+  await cleanUp();
+  for (const port of killed.splice(0)) await running().restart(port);
+}, 60_000);
 
 const noop = (): void => {};
 const running = (): RedisCluster => {
@@ -66,9 +78,12 @@ const running = (): RedisCluster => {
   return cluster;
 };
 
-/** The channel of a resource's updates under interest routing (the design of issue 19): `P:2:u:<digest>`. */
+/**
+ * The channel of a resource's updates under interest routing, as docs/redis.md names it:
+ * `P:2:u:<digest>`, the digest being 22 base64url characters of the SHA-256 of `u:<uri>`.
+ */
 const uriChannel = (prefix: string, uri: string): string =>
-  `${prefix}:2:u:${createHash('sha256').update(uri).digest('base64url').slice(0, 22)}`;
+  `${prefix}:2:u:${createHash('sha256').update(`u:${uri}`).digest('base64url').slice(0, 22)}`;
 
 /** A URI whose update channel lives on the master on `port`: found by trying names (a few dozen at most). */
 async function uriOn(port: number, prefix: string, stem: string): Promise<string> {
@@ -272,13 +287,16 @@ describeUnless(serverMissing)('ClusterConnection on a Redis Cluster', () => {
       const pair = await connectionPair(library);
       const channels = await channelPerMaster(prefix);
       await pair.subscriber.subscribe(channels);
-      const { killed, promoted } = await running().failMasterOf(slotOf(channels[0]!));
+      const master = await running().masterOf(slotOf(channels[0]!));
+      killed.push(master);
+      const promoted = await running()
+        .failMasterOf(slotOf(channels[0]!))
+        .then((failover) => failover.promoted);
       await waitFor(() => pair.reports.ready === 2, 'ready again', 20_000);
       expect(pair.reports.down).toBeGreaterThanOrEqual(1);
       expect(pair.subscriber.isReady()).toBe(true);
       for (const channel of channels) await publishUntilReceived(pair, channel, 'after');
       expect((await shardChannels(prefix)).get(promoted)).toContain(channels[0]);
-      await running().restart(killed);
     }, 60_000);
 
     test('a slot moved to another master: its channel follows, ready once more, no outage reported', async () => {
@@ -321,11 +339,15 @@ describeUnless(serverMissing)('RedisBus on a Redis Cluster (3 masters, 3 replica
       for (const uri of uris) a.hub.resourceUpdated(uri);
       a.hub.toolsListChanged();
       b.hub.resourceUpdated(uris[0] as string);
+      // b's own publish of uris[0] reaches its stream locally, and a's through Redis: two.
       await onB.until(
-        () => uris.every((uri) => updatesOf(onB, uri) === 1) && onB.events.some((e) => e.json?.method === TOOLS),
+        () =>
+          uris.every((uri, i) => updatesOf(onB, uri) === (i === 0 ? 2 : 1)) &&
+          onB.events.some((e) => e.json?.method === TOOLS),
         'all of a’s events on b',
       );
-      await onA.until(() => updatesOf(onA, uris[0] as string) === 1, 'b’s event on a');
+      // a's own publish of uris[0] reaches its stream locally, and b's through Redis: two as well.
+      await onA.until(() => updatesOf(onA, uris[0] as string) === 2, 'b’s event on a');
 
       // Every URI channel b follows is subscribed on its slot's master, and on no other master.
       const channels = await shardChannels(prefix);
@@ -360,8 +382,11 @@ describeUnless(serverMissing)('RedisBus on a Redis Cluster (3 masters, 3 replica
       for (const [i, stream] of streams.entries())
         await stream.until(() => updatesOf(stream, uris[i] as string) === 1, 'before');
 
-      const { killed, promoted } = await running().failMasterOf(slotOf(uriChannel(prefix, uris[0] as string)));
-      expect(promoted).not.toBe(killed);
+      const slot = slotOf(uriChannel(prefix, uris[0] as string));
+      const master = await running().masterOf(slot);
+      killed.push(master);
+      const { promoted } = await running().failMasterOf(slot);
+      expect(promoted).not.toBe(master);
       await waitFor(() => b.bus.stats().connected && b.bus.stats().resubscribes >= 1, 'b re-subscribed', 20_000);
 
       for (const [i, stream] of streams.entries()) await deliveredAfterChange(a, uris[i] as string, stream, 1);
@@ -372,9 +397,6 @@ describeUnless(serverMissing)('RedisBus on a Redis Cluster (3 masters, 3 replica
       expect(outages).toHaveLength(1);
       expect(a.logger.errors.filter(([message]) => OUTAGE.test(String(message))).length).toBeLessThanOrEqual(1);
       expect(b.bus.stats().reconnects).toBeGreaterThanOrEqual(1);
-
-      // Leave the cluster whole for the next test: the killed master comes back as a replica.
-      await running().restart(killed);
     }, 60_000);
 
     test('a slot moved to another master still delivers, and its channel moves with it', async () => {

@@ -36,7 +36,7 @@ afterAll(() => {
 
 const codeOf = (options: unknown): string => {
   try {
-    resolveRedisBusOptions({ logger, ...(options as object) } as RedisBusOptions);
+    resolveRedisBusOptions({ logger, ...(options as object) } as unknown as RedisBusOptions);
     return 'no error';
   } catch (error) {
     return String((error as { code?: unknown }).code);
