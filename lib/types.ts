@@ -340,7 +340,11 @@ export interface Hub {
    * idempotent unsubscribe.
    */
   subscribe(listener: (event: McpChangeEvent) => void): () => void;
-  /** Registers a listener for every event this hub delivers, task events included. Returns an idempotent unsubscribe. */
+  /**
+   * Registers a listener for every event this hub delivers, task events included: those published here,
+   * and those the bus brings (with a bus that routes by interest, such as `RedisBus` by default, only
+   * the events of keys this node's streams follow). Returns an idempotent unsubscribe.
+   */
   subscribeAll(listener: (event: SubscriptionEvent) => void): () => void;
   /** A snapshot of the hub's state and counters: counts only, safe to expose. */
   stats(): HubStats;

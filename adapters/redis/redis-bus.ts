@@ -212,8 +212,16 @@ export class RedisBus implements SubscriptionBus {
   private readonly reportedOnce = new Set<string>();
   private closing: Promise<void> | undefined;
 
-  /** The keys this node's streams follow (`u`/`t`/`c`/`l` + key), with their channel and followers. */
-  private readonly followed = new Map<string, Followed>();
+  /**
+   * The keys this node's streams follow, with their channel and followers: one map per kind of key, so
+   * that a key is the stream's own string (a URI is not copied into a longer one per key).
+   */
+  private readonly followed = {
+    l: new Map<string, Followed>(),
+    u: new Map<string, Followed>(),
+    t: new Map<string, Followed>(),
+    c: new Map<string, Followed>(),
+  };
   /** Channels wanted by followed keys, with how many keys want each (one, but for buckets). */
   private readonly wanted = new Map<string, number>();
   /** Channels no key wants any more, still subscribed until the next unsubscribe round. */
@@ -414,13 +422,17 @@ export class RedisBus implements SubscriptionBus {
     return `${this.base}b:${bucket}`;
   }
 
-  /** Calls `visit` with each key of `interest` and a way to compute its channel. */
-  private keysOf(interest: BusInterest, visit: (key: string, channel: () => string) => void): void {
-    for (const kind of interest.lists) visit(`l:${kind}`, () => this.listChannels[kind]);
-    for (const uri of interest.uris) visit(`u:${uri}`, () => this.keyChannel('u', uri));
-    for (const taskId of interest.taskIds) visit(`t:${taskId}`, () => this.keyChannel('t', taskId));
+  /** Calls `visit` with each key of `interest`, the map it is followed in, and a way to compute its channel. */
+  private keysOf(
+    interest: BusInterest,
+    visit: (followed: Map<string, Followed>, key: string, channel: () => string) => void,
+  ): void {
+    const { l, u, t, c } = this.followed;
+    for (const kind of interest.lists) visit(l, kind, () => this.listChannels[kind]);
+    for (const uri of interest.uris) visit(u, uri, () => this.keyChannel('u', uri));
+    for (const taskId of interest.taskIds) visit(t, taskId, () => this.keyChannel('t', taskId));
     const principal = interest.principal;
-    if (principal !== undefined) visit(`c:${principal}`, () => this.keyChannel('c', principal));
+    if (principal !== undefined) visit(c, principal, () => this.keyChannel('c', principal));
   }
 
   /**
@@ -432,8 +444,8 @@ export class RedisBus implements SubscriptionBus {
   private follow(interest: BusInterest): Promise<void> | undefined {
     if (this.closing !== undefined) return undefined;
     let waits: Set<Promise<void>> | undefined;
-    this.keysOf(interest, (key, channelOf) => {
-      const known = this.followed.get(key);
+    this.keysOf(interest, (followed, key, channelOf) => {
+      const known = followed.get(key);
       if (known !== undefined) {
         known.count++;
         const batch = this.pending.get(known.channel);
@@ -441,7 +453,7 @@ export class RedisBus implements SubscriptionBus {
         return;
       }
       const channel = channelOf();
-      this.followed.set(key, { channel, count: 1 });
+      followed.set(key, { channel, count: 1 });
       const keys = this.wanted.get(channel) ?? 0;
       this.wanted.set(channel, keys + 1);
       if (keys > 0 || this.lingering.delete(channel)) {
@@ -467,11 +479,11 @@ export class RedisBus implements SubscriptionBus {
 
   /** A stream that followed `interest` is gone: the keys no stream follows any more are let go, later. */
   private unfollow(interest: BusInterest): void {
-    this.keysOf(interest, (key) => {
-      const known = this.followed.get(key);
+    this.keysOf(interest, (followed, key) => {
+      const known = followed.get(key);
       if (known === undefined) return;
       if (--known.count > 0) return;
-      this.followed.delete(key);
+      followed.delete(key);
       const keys = (this.wanted.get(known.channel) ?? 1) - 1;
       if (keys > 0) {
         this.wanted.set(known.channel, keys);

@@ -11,10 +11,13 @@ import {
   ErrorCode,
   SubscriptionHub,
   toServerCapabilities,
+  type BusInterest,
   type CheckContext,
   type ListenHandlerOptions,
+  type SubscriptionBus,
   type SubscriptionCapabilities,
 } from 'mcp-subscriptions';
+import { anonymousPrincipal } from '../../lib/principal.ts';
 import { createListenHandler, resolveListenOptions } from '../../lib/internal.ts';
 import { EVERY_CAPABILITY } from '../helpers/capabilities.ts';
 import { FakeResponse, recordingLogger, settle, settleUntil } from '../helpers/fake-response.ts';
@@ -1155,5 +1158,94 @@ describe('bounded authorization: a deadline per listen, a signal per check, a bo
     expect(defaults.authorizeDeadlineMs).toBe(10_000);
     expect(defaults.maxChecksInFlight).toBe(256);
     expect(resolveListenOptions({ ...base, authorizeDeadlineMs: false }).authorizeDeadlineMs).toBe(false);
+  });
+});
+
+describe('a bus that routes by interest: follow before the ack, unfollow when the stream goes', () => {
+  /** A bus of one member that records what it is told, and lets the test decide when a follow is done. */
+  function followingBus() {
+    const calls: { what: 'follow' | 'unfollow'; interest: BusInterest }[] = [];
+    let gate = deferred<void>();
+    const bus: SubscriptionBus = {
+      join: () => ({
+        publish: () => {},
+        cancel: () => {},
+        leave: () => {},
+        follow: (interest) => {
+          calls.push({ what: 'follow', interest });
+          return gate.promise;
+        },
+        unfollow: (interest) => void calls.push({ what: 'unfollow', interest }),
+      }),
+    };
+    return { bus, calls, open: () => gate.resolve(), reset: () => (gate = deferred<void>()) };
+  }
+
+  test('the acknowledgement waits for the bus; the bus is told exactly what was acknowledged', async () => {
+    const { bus, calls, open } = followingBus();
+    const s = setup({ canRead: (uri) => uri !== 'note://secret' }, { bus });
+    const res = new FakeResponse();
+    const handled = s.handler.handle(
+      {
+        body: listenBody(
+          7,
+          { toolsListChanged: true, resourceSubscriptions: ['note://a', 'note://secret'], taskIds: ['t-1'] },
+          taskMeta,
+        ),
+        headers: listenHeaders(),
+        principal: 'alice',
+        request: {},
+      },
+      res,
+    );
+    expect(await settledWithin(handled, 20)).toBe(false);
+    expect(res.messages()).toStrictEqual([]);
+    expect(calls).toStrictEqual([
+      {
+        what: 'follow',
+        interest: { principal: 'alice', lists: ['tools_list_changed'], uris: ['note://a'], taskIds: ['t-1'] },
+      },
+    ]);
+    open();
+    await handled;
+    expect(ackOf(res)).toStrictEqual({ toolsListChanged: true, resourceSubscriptions: ['note://a'], taskIds: ['t-1'] });
+    // The stream goes: the bus hears the same interest back, once.
+    res.destroy();
+    await settleUntil(() => s.hub.stats().openStreams === 0, 'the stream closed');
+    expect(calls.map((call) => call.what)).toStrictEqual(['follow', 'unfollow']);
+    expect(calls[1]!.interest).toStrictEqual(calls[0]!.interest);
+  });
+
+  test('a client that leaves while the bus subscribes gets nothing, and the slot and the interest are given back', async () => {
+    const { bus, calls, open } = followingBus();
+    const s = setup({}, { bus });
+    const res = new FakeResponse();
+    const handled = s.handler.handle(
+      {
+        body: listenBody(1, { resourceSubscriptions: ['note://a'] }),
+        headers: listenHeaders(),
+        principal: 'alice',
+        request: {},
+      },
+      res,
+    );
+    await settleUntil(() => calls.length === 1, 'the follow');
+    res.destroy();
+    open();
+    await handled;
+    expect(res.messages()).toStrictEqual([]);
+    expect(calls.map((call) => call.what)).toStrictEqual(['follow', 'unfollow']);
+    expect(s.hub.stats()).toMatchObject({ openStreams: 0, pendingStreams: 0 });
+  });
+
+  test('an anonymous caller follows no cancellations; an empty filter follows nothing', async () => {
+    const { bus, calls, open } = followingBus();
+    open();
+    const s = setup({}, { bus });
+    await s.serve(listenBody(1, { toolsListChanged: true }), { principal: anonymousPrincipal() });
+    await s.serve(listenBody(2, {}), { principal: 'alice' });
+    expect(calls).toStrictEqual([
+      { what: 'follow', interest: { principal: undefined, lists: ['tools_list_changed'], uris: [], taskIds: [] } },
+    ]);
   });
 });
