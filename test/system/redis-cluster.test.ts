@@ -372,7 +372,7 @@ describeUnless(serverMissing)('RedisBus on a Redis Cluster (3 masters, 3 replica
     });
   });
 
-  describe.each(['ioredis', 'redis', 'seeds:ioredis'] as const)('%s, through a change of the cluster', (form) => {
+  describe.each(FORMS)('%s, through a change of the cluster', (form) => {
     test('kill -9 of a master while streams are open: after the failover events arrive again, the outage reported once', async () => {
       const prefix = uniquePrefix();
       const [a, b] = [await node(form, prefix), await node(form, prefix)] as [ClusterNode, ClusterNode];
