@@ -198,6 +198,12 @@ async function freeClusterPorts(count: number, taken: ReadonlySet<number>): Prom
 /** How long the cluster may take to form, or to recover from a failover. */
 const SETTLE_MS = 30_000;
 
+/** Every node process still running, killed when the test process exits however it ends (but SIGKILL). */
+const alive = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of alive) child.kill('SIGKILL');
+});
+
 /**
  * A Redis Cluster of 3 masters and 3 replicas on loopback. `cluster-node-timeout` is 1 s, so a killed
  * master is replaced within a few seconds.
@@ -282,7 +288,9 @@ export class RedisCluster {
       { stdio: 'ignore' },
     );
     this.children.set(port, child);
+    alive.add(child);
     const exited = once(child, 'exit').then(() => false);
+    child.once('exit', () => alive.delete(child));
     const up = until(
       async () => (await redisCommand(port, ['PING'], 500)) === 'PONG',
       `redis-server on port ${port}`,
