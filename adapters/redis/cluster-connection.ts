@@ -17,7 +17,9 @@
  * the slot map again (CLUSTER SLOTS, through the cluster client), connect to the masters that own the
  * channels now, SSUBSCRIBE every channel there, and retry with a backoff (50 ms doubling to 1 s) until
  * it all succeeds; then report ready, on which the bus subscribes its channels again and counts a
- * re-subscription.
+ * re-subscription. A moved slot is repaired the same way without reporting an outage (the connection
+ * and its other channels stand). And every 5 s the subscriber compares the slot map with where its
+ * channels are: a master replaced while its connections stayed open (a partition) is found there.
  */
 import { within, type Connection, type ConnectionEvents } from './connection.ts';
 import type { RedisClientLibrary } from './options.ts';
@@ -437,6 +439,12 @@ interface Shard {
 const STEP_MS = 5000;
 /** How long asking one node for the slot map may take: a dead master must not hold a repair up for long. */
 const PROBE_MS = 1000;
+/**
+ * How often a subscriber compares where its channels are subscribed with the slot map: a safety net
+ * for a master that stops answering without closing its connections (a network partition), which
+ * Redis replaces without the bus's connection to it ever closing.
+ */
+const CHECK_MS = 5000;
 const FIRST_RETRY_MS = 50;
 const MAX_RETRY_MS = 500;
 
@@ -465,6 +473,10 @@ export class ClusterConnection implements Connection {
   private lostAgain = false;
   private lastError: unknown;
   private ended = false;
+  private checkTimer: NodeJS.Timeout | undefined;
+  private checking = false;
+  /** A channel the last check found away from its slot's master (`channel owner`), to confirm. */
+  private suspect: string | undefined;
 
   private constructor(
     private readonly driver: ClusterDriver,
@@ -568,7 +580,11 @@ export class ClusterConnection implements Connection {
     listen('error', (error: unknown) => {
       if (!this.driver.isReady()) events.down(error);
     });
-    if (this.role === 'subscriber' && this.driver.isReady()) this.repair(undefined);
+    if (this.role === 'subscriber') {
+      this.checkTimer = setInterval(() => void this.check(), CHECK_MS);
+      this.checkTimer.unref();
+      if (this.driver.isReady()) this.repair(undefined);
+    }
   }
 
   /** Removes the listeners put on the cluster client and closes the subscriber connections (the bus's own). */
@@ -589,6 +605,7 @@ export class ClusterConnection implements Connection {
   private closeShards(): void {
     this.ended = true;
     this.up = false;
+    clearInterval(this.checkTimer);
     for (const shard of this.shards.values()) shard.client.close();
     this.shards.clear();
   }
@@ -711,6 +728,40 @@ export class ClusterConnection implements Connection {
       }
     }
     return bounded(this.driver.command(['CLUSTER', 'SLOTS']), PROBE_MS, 'CLUSTER SLOTS');
+  }
+
+  /**
+   * Reads the slot map and starts a repair when a channel is subscribed elsewhere than on its slot's
+   * master, in two checks in a row. Skipped while a repair runs, or while nothing is subscribed; a
+   * failure to read is no finding (the cluster client reports its own outages).
+   */
+  private async check(): Promise<void> {
+    if (this.checking || this.repairing !== undefined || !this.up || this.channels.size === 0) return;
+    this.checking = true;
+    try {
+      const owners = parseClusterSlots(
+        await bounded(this.driver.command(['CLUSTER', 'SLOTS']), PROBE_MS, 'CLUSTER SLOTS'),
+      );
+      let found: string | undefined;
+      for (const [channel, on] of this.channels) {
+        const owner = owners[slotOf(channel)];
+        if (on !== undefined && owner !== undefined && on !== owner) {
+          found = `${channel} ${owner}`;
+          // Seen twice in a row: not a node's view lagging behind the cluster's for a moment.
+          if (found === this.suspect) {
+            this.suspect = undefined;
+            this.repair(new Error(`the slot of a channel subscribed on ${on} is served by ${owner} now`));
+            return;
+          }
+          break;
+        }
+      }
+      this.suspect = found;
+    } catch {
+      // The next check, or the cluster client's own events, will tell.
+    } finally {
+      this.checking = false;
+    }
   }
 
   /**
