@@ -12,7 +12,8 @@
  * - a connection name, `<prefix>:<node>:pub` / `:sub`, for `CLIENT LIST`.
  *
  * The cluster form creates one cluster client (ioredis `Cluster`, node-redis `createCluster()`) from the
- * seed nodes, configured the same way, which serves as publisher and subscriber: the subscriber's
+ * seed nodes, configured the same way (ioredis: no failover retry either, `retryDelayOnFailover: 0`),
+ * which serves as publisher and subscriber: the subscriber's
  * connections to the masters are opened by `ClusterConnection` with the cluster's settings.
  */
 import { ErrorCode, OptionsError } from '../../lib/internal.ts';
@@ -194,6 +195,10 @@ export async function createOwnedCluster(
         lazyConnect: true,
         enableOfflineQueue: false,
         enableAutoPipelining: true,
+        // No resend of a command whose connection closed before its reply (ioredis's failover retry): a
+        // SPUBLISH the dying master had taken may have been delivered, and sending it again could
+        // deliver it twice.
+        retryDelayOnFailover: 0,
         redisOptions: {
           ...credentials,
           ...(first.tls ? { tls: {} } : {}),
