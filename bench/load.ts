@@ -4,7 +4,7 @@
  * after the other (or alternately, where drift matters), and sends back the raw figures over IPC.
  * Every loop is bounded in count and time.
  */
-import type { Nodes, Ports, Target } from './scenario.ts';
+import type { Fleet, Nodes, Ports, Target } from './scenario.ts';
 import { SCENARIOS } from './scenarios/index.ts';
 
 export interface LoadRequest {
@@ -15,6 +15,8 @@ export interface LoadRequest {
   readonly timeoutMs: number;
   /** Only for a scenario with `redisNodes`. */
   readonly nodes?: Nodes;
+  /** Only for a fleet scenario: this run's routing mode and its nodes. */
+  readonly fleet?: Fleet;
 }
 
 // Run as the forked load process: one request in, one result out, then exit.
@@ -29,7 +31,7 @@ if (process.send !== undefined) {
       process.send!({ ok: false, error: `unknown scenario ${message.scenario}` });
       process.exit(2);
     }
-    scenario.run(message.ports, message.targets, message.params, message.nodes).then(
+    scenario.run(message.ports, message.targets, message.params, message.nodes, message.fleet).then(
       (result) => process.send!({ ok: true, result }, () => process.exit(0)),
       (error: unknown) =>
         process.send!(

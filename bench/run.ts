@@ -10,9 +10,13 @@
  * node B, joined by a `RedisBus` on `BENCH_REDIS_URL` (default `redis://127.0.0.1:6379`) under a
  * channel prefix of this run's own. When that Redis does not answer, the scenario is reported as
  * skipped with the reason, unless `CI` is set: then the run fails.
+ *
+ * A fleet scenario (`fleet`) starts a redis-server of its own on a free loopback port, and for each
+ * routing mode of the bus its nodes, several per process (`bench/servers/fleet.ts`), then the load.
  */
-import { execFileSync, fork, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, fork, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,7 +25,7 @@ import { Redis } from 'ioredis';
 import { renderChart } from './chart.ts';
 import type { LoadRequest } from './load.ts';
 import { buildRows, formatTable, skippedRow, type Report } from './report.ts';
-import type { Nodes, Scenario, ScenarioResult, Target } from './scenario.ts';
+import type { Figures, Nodes, Ports, Scenario, ScenarioResult, Target } from './scenario.ts';
 import { SCENARIOS } from './scenarios/index.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -60,13 +64,26 @@ function track(child: ChildProcess): ChildProcess {
  * Starts one server (`name` is `ours`, `sdk`, `ceiling`, or `ours-a`/`ours-b` for the nodes joined over
  * Redis, with `env` saying how); resolves with its port once it printed it.
  */
-function startServer(
+async function startServer(
   name: string,
   target: Target,
   profileDir: string | undefined,
   env: Record<string, string> = {},
 ): Promise<{ port: number; child: ChildProcess }> {
-  const [file, ...args] = SERVER_FILES[target];
+  const { info, child } = await spawnServer(name, SERVER_FILES[target], profileDir, env);
+  return { port: info['port'] as number, child };
+}
+
+/**
+ * Runs `node <file> <args...>` as a server process; resolves with the first JSON line it prints on
+ * stdout (its port, or a fleet's ports) once it printed it.
+ */
+function spawnServer(
+  name: string,
+  [file, ...args]: readonly string[],
+  profileDir: string | undefined,
+  env: Record<string, string>,
+): Promise<{ info: Record<string, unknown>; child: ChildProcess }> {
   // --profile: CPU profiles per server in <dir>/<name>/ (written when it exits; the largest is the
   // main thread's, the others tsx's loader thread's) and a heap snapshot per GC'd usage.
   const profiling = profileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${path.join(profileDir, name)}`];
@@ -85,7 +102,7 @@ function startServer(
       const line = out.split('\n').find((l) => l.startsWith('{'));
       if (line === undefined || !out.includes('\n')) return;
       clearTimeout(timer);
-      resolve({ port: (JSON.parse(line) as { port: number }).port, child });
+      resolve({ info: JSON.parse(line) as Record<string, unknown>, child });
     });
     child.once('exit', (code) => {
       clearTimeout(timer);
@@ -148,8 +165,8 @@ function startNodes(profileDir: string | undefined): Promise<{ port: number; chi
 }
 
 /** Why Redis cannot be used (it does not answer PING within 3 s), or `undefined` when it answers. */
-async function redisProblem(): Promise<string | undefined> {
-  const client = new Redis(REDIS_URL, {
+async function redisProblem(url = REDIS_URL): Promise<string | undefined> {
+  const client = new Redis(url, {
     lazyConnect: true,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
@@ -171,6 +188,92 @@ async function redisProblem(): Promise<string | undefined> {
   }
 }
 
+/** A free loopback port (the OS's pick; closed again before it is used). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address !== null ? address.port : 0));
+    });
+  });
+}
+
+/**
+ * A redis-server of the bench's own on a free loopback port, without persistence: what it serves, and
+ * so its `INFO` counters, is the fleet scenario's traffic only (the shared 6379 is never touched).
+ */
+async function startOwnRedis(): Promise<{ port: number; child: ChildProcess }> {
+  const port = await freePort();
+  const child = track(
+    spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--loglevel', 'warning'],
+      { stdio: ['ignore', 'ignore', 'inherit'] },
+    ),
+  );
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode}`);
+    if ((await redisProblem(`redis://127.0.0.1:${port}`)) === undefined) return { port, child };
+    if (Date.now() > deadline) throw new Error(`redis-server on port ${port} did not answer within 10 s`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/**
+ * A fleet scenario: one Redis of its own, and per routing mode fresh node processes (the nodes split
+ * evenly over `spec.fleet.processes`, channel prefix of their own) and one load run; the modes' figures
+ * merged by the scenario.
+ */
+async function runFleet(spec: Scenario, params: unknown, profileDir: string | undefined): Promise<ScenarioResult> {
+  const fleet = spec.fleet!;
+  const redis = await startOwnRedis();
+  try {
+    const byRouting: Record<string, Figures> = {};
+    const count = fleet.nodes(params);
+    const per = Math.ceil(count / fleet.processes);
+    const groups = Array.from({ length: fleet.processes }, (_, g) =>
+      Array.from({ length: Math.min(per, count - g * per) }, (_, i) => g * per + i),
+    ).filter((group) => group.length > 0);
+    for (const routing of fleet.routings(params)) {
+      const env = {
+        BENCH_REDIS_URL: `redis://127.0.0.1:${redis.port}`,
+        BENCH_REDIS_PREFIX: `${CHANNEL_PREFIX}-fleet-${routing}`,
+        BENCH_ROUTING: routing,
+      };
+      const started = await Promise.all(
+        groups.map((group, g) =>
+          spawnServer(
+            `fleet-${routing}-${g}`,
+            ['bench/servers/fleet.ts', group.map((i) => `n${i}`).join(',')],
+            profileDir,
+            env,
+          ),
+        ),
+      );
+      const ports = started.flatMap((s) => s.info['ports'] as number[]);
+      try {
+        const result = await runLoad({
+          scenario: spec.name,
+          ports: {} as Ports,
+          targets: spec.targets,
+          params: params as Record<string, unknown>,
+          timeoutMs: spec.timeoutMs,
+          fleet: { ports, processes: groups, redisPort: redis.port, routing },
+        });
+        byRouting[routing] = result.ours ?? {};
+      } finally {
+        await Promise.all(started.map((s) => stopServer(s.child)));
+      }
+    }
+    return fleet.merge(byRouting);
+  } finally {
+    redis.child.kill('SIGKILL');
+  }
+}
+
 /** Whether this is a CI run, where a scenario must never be skipped quietly. */
 function inCi(): boolean {
   const ci = process.env['CI'];
@@ -179,6 +282,12 @@ function inCi(): boolean {
 
 /** The reason `spec` cannot run here, or `undefined`; throws under CI. */
 async function skipReason(spec: Scenario): Promise<string | undefined> {
+  if (spec.fleet !== undefined) {
+    if (spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0) return undefined;
+    const reason = 'redis-server is not installed (the fleet scenario starts a Redis of its own)';
+    if (inCi()) throw new Error(`${spec.name}: ${reason}. CI is set, so it is not skipped.`);
+    return reason;
+  }
   if (spec.redisNodes !== true) return undefined;
   const problem = await redisProblem();
   if (problem === undefined) return undefined;
@@ -260,6 +369,15 @@ async function main(): Promise<void> {
       console.log(`  skipped: ${skipped}`);
       report.scenarios[spec.name] = { title: spec.title, params, result: {}, skipped };
       report.rows.push(skippedRow(spec, skipped));
+      continue;
+    }
+    if (spec.fleet !== undefined) {
+      const result = await runFleet(spec, params, profileDir);
+      report.scenarios[spec.name] = { title: spec.title, params, result };
+      const rows = buildRows(spec, params, result);
+      report.rows.push(...rows);
+      console.log(formatTable(rows, false));
+      console.log(`  (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
       continue;
     }
     const servers = await Promise.all([

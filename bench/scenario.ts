@@ -19,6 +19,19 @@ export interface Nodes {
   readonly b: number;
 }
 
+/**
+ * One routing mode's fleet, for the fleet scenario: the nodes' ports (spread over two or more
+ * processes; `processes[i]` lists the indexes into `ports` that process `i` hosts), the Redis they share
+ * (the bench's own, on `redisPort`), and the `RedisBus` routing they run.
+ */
+export interface Fleet {
+  readonly ports: readonly number[];
+  readonly processes: readonly (readonly number[])[];
+  readonly redisPort: number;
+  /** `'interest'`, `'broadcast'` or `'buckets:N'`, as the nodes were started with. */
+  readonly routing: string;
+}
+
 /** The table's columns. */
 export const TARGETS: readonly Target[] = ['ours', 'sdk', 'ceiling'];
 /** The columns plus the ceiling mounted in Express, for the scenarios whose figures Express weighs on. */
@@ -58,6 +71,18 @@ export interface Scenario<P = any> {
    * answers, the scenario is skipped with the reason (a failure under CI).
    */
   readonly redisNodes?: boolean;
+  /**
+   * Run against fleets of nodes on a Redis server of the bench's own, one fleet per routing mode
+   * (`fleet.routings(params)`), each in processes of its own; the load runs once per mode (timeout
+   * each), and the scenario's `merge` makes one result of the modes' figures. Skipped, with the
+   * reason, when `redis-server` cannot be started (a failure under CI).
+   */
+  readonly fleet?: {
+    readonly routings: (params: P) => readonly string[];
+    readonly nodes: (params: P) => number;
+    readonly processes: number;
+    readonly merge: (byRouting: Record<string, Figures>) => ScenarioResult;
+  };
   readonly timeoutMs: number;
   readonly rows: (params: P) => RowSpec[];
   /** Drives the load, in the load generator's process (load.ts), and returns each target's figures. */
@@ -66,5 +91,6 @@ export interface Scenario<P = any> {
     targets: readonly Target[],
     params: P,
     nodes: Nodes | undefined,
+    fleet?: Fleet,
   ) => Promise<ScenarioResult>;
 }

@@ -7,8 +7,11 @@
  * - ioredis: no retry of commands in flight when the connection drops (`maxRetriesPerRequest: 0`,
  *   `autoResendUnfulfilledCommands: false`): a PUBLISH whose reply was lost may have been delivered, and
  *   sending it again could deliver it twice;
- * - ioredis: `enableAutoPipelining` on the publisher, so a burst of publishes in one tick goes out as one
- *   write (node-redis pipelines the commands of one tick by itself);
+ * - ioredis: no auto-pipelining on the publisher: each PUBLISH is written when it is made. Auto-pipelining
+ *   holds a burst's PUBLISHes until the burst's tick is over (`setImmediate`), and a second batch until
+ *   Redis answered the first, so the first event of 100 published back to back reached another node's
+ *   streams 2–3 ms later than the node's own; written at once it is within 1 ms, for about 6 µs more
+ *   of the publisher's CPU per PUBLISH in such a burst (docs/performance.md, the fleet scenario);
  * - a connection name, `<prefix>:<node>:pub` / `:sub`, for `CLIENT LIST`.
  *
  * The cluster form creates one cluster client (ioredis `Cluster`, node-redis `createCluster()`) from the
@@ -127,7 +130,7 @@ export async function createOwnedConnections(
     };
     const publisher = new IoRedis(url, {
       ...common,
-      enableAutoPipelining: true,
+      enableAutoPipelining: false,
       connectionName: connectionName(prefix, nodeId, 'pub'),
     });
     const subscriber = new IoRedis(url, { ...common, connectionName: connectionName(prefix, nodeId, 'sub') });

@@ -34,12 +34,26 @@ export class StreamReader {
   request: http.ClientRequest | undefined;
   response: http.IncomingMessage | undefined;
 
+  /**
+   * @param onData when given, called with each event's data and arrival time (the acknowledgement's
+   *   included): the reader then decodes every event, which costs the load generator more.
+   */
   constructor(
     capacity: number,
     private readonly capture = false,
+    onData?: (data: string, at: number) => void,
   ) {
     this.times = new Float64Array(capacity);
-    this.sse = new SseReader({ onEvent: (_data, at) => this.frame(at) });
+    this.sse =
+      onData === undefined
+        ? new SseReader({ onEvent: (_data, at) => this.frame(at) })
+        : new SseReader({
+            data: true,
+            onEvent: (data, at) => {
+              this.frame(at);
+              onData(data, at);
+            },
+          });
   }
 
   /** Events received after the acknowledgement. */
@@ -97,9 +111,14 @@ export function openListen(
   port: number,
   id: string,
   filter: Filter,
-  options: { capacity?: number; capture?: boolean; timeoutMs?: number } = {},
+  options: {
+    capacity?: number;
+    capture?: boolean;
+    timeoutMs?: number;
+    onData?: (data: string, at: number) => void;
+  } = {},
 ): Promise<StreamReader> {
-  const reader = new StreamReader(options.capacity ?? 0, options.capture ?? false);
+  const reader = new StreamReader(options.capacity ?? 0, options.capture ?? false, options.onData);
   const body = listenBody(id, filter);
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
@@ -150,7 +169,12 @@ export async function openMany(
   port: number,
   count: number,
   filter: (i: number) => Filter,
-  options: { concurrency?: number; capacity?: number; from?: number } = {},
+  options: {
+    concurrency?: number;
+    capacity?: number;
+    from?: number;
+    onData?: (data: string, at: number) => void;
+  } = {},
 ): Promise<StreamReader[]> {
   const from = options.from ?? 0;
   const readers = new Array<StreamReader>(count);
@@ -158,7 +182,10 @@ export async function openMany(
   const worker = async (): Promise<void> => {
     while (next < count) {
       const i = next++;
-      readers[i] = await openListen(port, `s${from + i}`, filter(from + i), { capacity: options.capacity ?? 0 });
+      readers[i] = await openListen(port, `s${from + i}`, filter(from + i), {
+        capacity: options.capacity ?? 0,
+        ...(options.onData !== undefined ? { onData: options.onData } : {}),
+      });
     }
   };
   await Promise.all(Array.from({ length: Math.min(options.concurrency ?? 64, count) }, worker));

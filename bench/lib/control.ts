@@ -29,11 +29,18 @@ export interface BusStats {
   readonly received: number;
   readonly dropped: number;
   readonly reconnects: number;
+  /** Since issue 19's routing: channels subscribed now, re-subscriptions, and the routing mode. */
+  readonly subscriptions?: number;
+  readonly resubscribes?: number;
+  readonly routing?: string;
 }
 
-/** A publish order: `count` events of `kind`, the `i`th about `uris[i % uris.length]`. */
+/**
+ * A publish order: `count` events of `kind`, the `i`th about `uris[i % uris.length]`. `mixed`: the `i`th
+ * is a tools list change where `uris[i]` is `''`, else an update of that resource.
+ */
 export interface PublishOrder {
-  readonly kind: 'tools' | 'resource';
+  readonly kind: 'tools' | 'resource' | 'mixed';
   readonly count: number;
   readonly uris?: readonly string[];
 }
@@ -117,7 +124,12 @@ export function serveControl(target: ControlTarget, req: IncomingMessage, res: S
         // Back to back: nothing else runs in this process between two publishes.
         for (let i = 0; i < order.count; i++) {
           t[i] = now();
-          target.publish(order.kind, order.kind === 'resource' ? uris[i % uris.length] : undefined);
+          if (order.kind === 'mixed') {
+            const uri = uris[i % uris.length];
+            target.publish(uri === '' || uri === undefined ? 'tools' : 'resource', uri);
+          } else {
+            target.publish(order.kind, order.kind === 'resource' ? uris[i % uris.length] : undefined);
+          }
         }
         json(res, { t });
       },

@@ -84,7 +84,8 @@ export interface Burst {
 /**
  * `events` writes of note `name` through the write route of `writePort`, back to back on one
  * kept-alive connection (each sent when the previous one was answered), to `readers`, which hold the
- * note's URI, on the server `cpuPorts[0]`. A stream is done when it has a frame per write, or when
+ * note's URI, on the server `cpuPorts[0]`. With `intervalMs`, write `k` is sent no earlier than
+ * `intervalMs × k` after the first (a rate cap: the writes of two setups compared at one rate). A stream is done when it has a frame per write, or when
  * nothing arrived anywhere for 300 ms and that server is idle (the fan-out's rule: a socket that pushed
  * back got identical events coalesced, and its last frame stands for the last write).
  */
@@ -94,6 +95,7 @@ export async function writeBurst(
   cpuPorts: readonly number[],
   name: string,
   events: number,
+  intervalMs = 0,
 ): Promise<Burst> {
   const writer = noteWriter(writePort);
   try {
@@ -103,7 +105,10 @@ export async function writeBurst(
     const chunks0 = readers.reduce((sum, x) => sum + x.chunks, 0);
     const u0 = await Promise.all(cpuPorts.map((port) => usage(port)));
     const t = new Array<number>(events);
+    const first = now();
     for (let k = 0; k < events; k++) {
+      const due = first + intervalMs * k;
+      if (now() < due) await sleep(due - now());
       t[k] = now();
       await writer.put(name, k);
     }

@@ -2,6 +2,7 @@
 import { crossnode } from './crossnode.ts';
 import { disconnect } from './disconnect.ts';
 import { fanout } from './fanout.ts';
+import { fleet } from './fleet.ts';
 import { idle } from './idle.ts';
 import { open } from './open.ts';
 import { passthrough } from './passthrough.ts';
@@ -22,4 +23,5 @@ export const SCENARIOS: readonly Scenario[] = [
   validation,
   disconnect,
   crossnode,
+  fleet,
 ];
