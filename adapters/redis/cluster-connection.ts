@@ -635,9 +635,13 @@ export class ClusterConnection implements Connection {
         close();
         this.repair(error);
       },
-      // The connection is fine and keeps its other channels; the moved ones are subscribed again on
-      // their new master, without reporting an outage (a resharding moves slots one by one).
-      moved: () => this.repair(undefined, true),
+      // The connection is fine and keeps its other channels, but which ones moved is not always said
+      // (ioredis): this master's channels are subscribed again where the slot map puts them, here for
+      // most, without reporting an outage (a resharding moves slots one by one).
+      moved: () => {
+        for (const [channel, on] of this.channels) if (on === address) this.channels.set(channel, undefined);
+        this.repair(undefined, true);
+      },
     };
     const connected = this.driver.openShard(host, port, handlers).then(async (opened) => {
       client = opened;
@@ -665,13 +669,19 @@ export class ClusterConnection implements Connection {
     return shard;
   }
 
-  /** SSUBSCRIBEs `channels` on the masters that own their slots now, one command per slot. */
+  /**
+   * SSUBSCRIBEs `channels` on the masters that own their slots now, one command per slot; those
+   * already subscribed there are left as they are (the connection keeps them), so that the bus's
+   * re-subscription after a repair, and a repair after one master's failover, cost only the channels
+   * that lost their subscription.
+   */
   private async place(channels: Iterable<string>): Promise<void> {
     const byOwner = new Map<string, string[]>();
     for (const channel of channels) {
       if (!this.channels.has(channel)) continue;
       const owner = this.owners[slotOf(channel)];
       if (owner === undefined) throw new Error(`no master serves the slot of ${channel}`);
+      if (this.channels.get(channel) === owner && this.shards.has(owner)) continue;
       const list = byOwner.get(owner) ?? [];
       list.push(channel);
       byOwner.set(owner, list);
