@@ -472,7 +472,7 @@ export class ClusterConnection implements Connection {
   /** Something was lost while a repair ran: it must run again. */
   private lostAgain = false;
   private lastError: unknown;
-  private ended = false;
+  private closed = false;
   private checkTimer: NodeJS.Timeout | undefined;
   private checking = false;
   /** A channel the last check found away from its slot's master (`channel owner`), to confirm. */
@@ -509,6 +509,11 @@ export class ClusterConnection implements Connection {
     return this.driver.isReady() && (this.up || this.role === 'publisher');
   }
 
+  /** Whether the bus let go of the connection (`end()` or `detach()`). */
+  get ended(): boolean {
+    return this.closed;
+  }
+
   publish(channel: string, payload: string): Promise<unknown> {
     return this.driver.spublish(channel, payload);
   }
@@ -527,7 +532,7 @@ export class ClusterConnection implements Connection {
    */
   subscribe(channels: readonly string[]): Promise<unknown> {
     for (const channel of channels) if (!this.channels.has(channel)) this.channels.set(channel, undefined);
-    if (this.ended) return Promise.reject(new Error('the connection is closed'));
+    if (this.closed) return Promise.reject(new Error('the connection is closed'));
     if (!this.up) {
       this.repair(undefined);
       return Promise.reject(new Error('the Redis Cluster subscriptions are being restored', { cause: this.lastError }));
@@ -603,7 +608,7 @@ export class ClusterConnection implements Connection {
   }
 
   private closeShards(): void {
-    this.ended = true;
+    this.closed = true;
     this.up = false;
     clearInterval(this.checkTimer);
     for (const shard of this.shards.values()) shard.client.close();
@@ -618,9 +623,9 @@ export class ClusterConnection implements Connection {
     const host = address.slice(0, colon);
     const port = Number(address.slice(colon + 1));
     let client: ShardClient | undefined;
-    let closed = false;
+    let dropped = false;
     const close = (): void => {
-      closed = true;
+      dropped = true;
       client?.close();
     };
     const forget = (): void => {
@@ -645,7 +650,7 @@ export class ClusterConnection implements Connection {
     };
     const connected = this.driver.openShard(host, port, handlers).then(async (opened) => {
       client = opened;
-      if (closed || this.ended) {
+      if (dropped || this.closed) {
         opened.close();
         throw new Error('the connection is closed');
       }
@@ -781,7 +786,7 @@ export class ClusterConnection implements Connection {
    * succeeds; then reports ready.
    */
   private repair(error: unknown, quiet = false): void {
-    if (this.ended) return;
+    if (this.closed) return;
     if (error !== undefined) this.lastError = error;
     if (this.up && !quiet) {
       this.up = false;
@@ -796,7 +801,7 @@ export class ClusterConnection implements Connection {
 
   private async repairLoop(): Promise<void> {
     let delay = FIRST_RETRY_MS;
-    while (!this.ended) {
+    while (!this.closed) {
       this.lostAgain = false;
       try {
         if (!this.driver.isReady()) throw new Error('the cluster client is not ready');
@@ -819,7 +824,7 @@ export class ClusterConnection implements Connection {
       await new Promise((resolve) => setTimeout(resolve, delay).unref());
       delay = Math.min(delay * 2, MAX_RETRY_MS);
     }
-    if (this.ended) return;
+    if (this.closed) return;
     this.up = true;
     this.events?.ready();
   }

@@ -222,13 +222,26 @@ export async function createOwnedCluster(
       },
     });
   }
+  const publisher = ClusterConnection.wrap(client, true, 'publisher');
+  const nodeRedis = loaded.library === 'redis';
   return {
-    publisher: ClusterConnection.wrap(client, true, 'publisher'),
+    publisher,
     // Ending the publisher quits the shared cluster client; ending the subscriber closes its own
     // connections to the masters.
     subscriber: ClusterConnection.wrap(client, true, 'subscriber', connectionName(prefix, nodeId, 'sub')),
     start: () => {
-      client.connect().catch(() => {});
+      // ioredis retries a cluster it cannot reach by itself (clusterRetryStrategy); node-redis gives up
+      // when no seed answers the first time, so it is asked again, backing off to 5 s, until it
+      // connects or the bus closes. The failures reach the bus as 'error' events.
+      let delay = 100;
+      const connect = (): void => {
+        client.connect().catch(() => {
+          if (!nodeRedis || publisher.ended) return;
+          setTimeout(connect, delay).unref();
+          delay = Math.min(delay * 2, 5000);
+        });
+      };
+      connect();
     },
   };
 }

@@ -418,6 +418,19 @@ export class RedisCluster {
     await this.settled();
   }
 
+  /** Kills every node: the whole cluster is down. {@link restartAll} brings it back. */
+  async killAll(): Promise<void> {
+    await Promise.all(this.livePorts().map((port) => this.kill(port)));
+  }
+
+  /** Starts every killed node again, each with its cluster config, and waits until the cluster is ok. */
+  async restartAll(): Promise<void> {
+    const down = this.ports.filter((port) => !this.children.has(port));
+    const started = await Promise.all(down.map((port) => this.spawnNode(port)));
+    if (started.includes(false)) throw new Error('could not restart every node');
+    await this.settled();
+  }
+
   /**
    * Kills the master that serves `slot` and waits until its replica was promoted and the cluster is
    * ok again. Resolves with the killed port and the new master's.

@@ -384,6 +384,34 @@ describeUnless(serverMissing)('RedisBus on a Redis Cluster (3 masters, 3 replica
     });
   });
 
+  test.each(['ioredis', 'redis'] as const)(
+    'seed nodes of a cluster that is down when the bus starts (%s): it connects once the cluster is back',
+    async (library) => {
+      const prefix = uniquePrefix();
+      const seeds = running().seeds();
+      await running().killAll();
+      try {
+        const logger = recordingLogger();
+        const bus = new RedisBus({ cluster: seeds, client: library, channelPrefix: prefix, logger });
+        cleanups.push(() => bus.close());
+        await waitFor(() => logger.errors.some(([message]) => OUTAGE.test(String(message))), 'the outage reported');
+        expect(bus.stats().connected).toBe(false);
+        await running().restartAll();
+        await waitFor(() => bus.stats().connected, 'the bus connected', 30_000);
+        const hub = new SubscriptionHub({ bus, logger: recordingLogger() });
+        cleanups.push(() => hub.close());
+        const other = await node('ioredis', prefix);
+        await connected(other);
+        const stream = await other.open({ resourceSubscriptions: ['note://cluster/late'] });
+        await deliveredAfterChange({ ...other, hub }, 'note://cluster/late', stream, 0);
+        expect(logger.errors.filter(([message]) => OUTAGE.test(String(message)))).toHaveLength(1);
+      } finally {
+        await running().restartAll();
+      }
+    },
+    90_000,
+  );
+
   describe.each(FORMS)('%s, through a change of the cluster', (form) => {
     test('kill -9 of a master while streams are open: after the failover events arrive again, the outage reported once', async () => {
       const prefix = uniquePrefix();
