@@ -7,11 +7,11 @@
  * - ioredis: no retry of commands in flight when the connection drops (`maxRetriesPerRequest: 0`,
  *   `autoResendUnfulfilledCommands: false`): a PUBLISH whose reply was lost may have been delivered, and
  *   sending it again could deliver it twice;
- * - ioredis: no auto-pipelining on the publisher: each PUBLISH is written when it is made. Auto-pipelining
- *   holds a burst's PUBLISHes until the burst's tick is over (`setImmediate`), and a second batch until
- *   Redis answered the first, so the first event of 100 published back to back reached another node's
- *   streams 2–3 ms later than the node's own; written at once it is within 1 ms, for about 6 µs more
- *   of the publisher's CPU per PUBLISH in such a burst (docs/performance.md, the fleet scenario);
+ * - ioredis: no auto-pipelining on the publisher: it holds a burst's PUBLISHes until the burst's tick is
+ *   over (`setImmediate`), and a second batch until Redis answered the first, so the first event of 100
+ *   published back to back reached another node's streams 2–3 ms later than the node's own. Instead the
+ *   bus corks the publisher's socket for the rest of the tick on a publish (connection.ts): a burst still
+ *   goes out in one write, at the end of its tick (docs/performance.md);
  * - a connection name, `<prefix>:<node>:pub` / `:sub`, for `CLIENT LIST`.
  *
  * The cluster form creates one cluster client (ioredis `Cluster`, node-redis `createCluster()`) from the

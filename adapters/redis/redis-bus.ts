@@ -141,10 +141,8 @@ interface SubscribeBatch {
   settle(): void;
 }
 
-/** Escapes a glob pattern's special characters, for `PUBSUB CHANNELS`. */
-function globEscape(text: string): string {
-  return text.replace(/[*?[\]\\]/g, '\\$&');
-}
+/** The routings, by the name of their presence channel. */
+const ROUTING_NAMES = ['interest', 'broadcast', 'buckets'] as const;
 
 /** A caller's client as the bus's connection in `role`: a cluster client publishes and subscribes sharded. */
 function callerConnection(shape: ClientShape, role: 'publisher' | 'subscriber'): Connection {
@@ -194,8 +192,14 @@ export class RedisBus implements SubscriptionBus {
   private readonly listChannels: Record<ListChangedKind, string>;
   /** The channel of `'broadcast'` routing. */
   private readonly allChannel: string;
-  /** This node's presence channel, `${prefix}:2:nodes:<routing>`, which tells other nodes its routing. */
-  private readonly presenceChannel: string;
+  /**
+   * The presence channels of every routing, `${prefix}:2:nodes:<routing>` (and, for buckets, one more
+   * naming their number): a node subscribes to its routing's, which tells the others its release and its
+   * routing through one `PUBSUB NUMSUB` of known names (never a scan of the server's channels).
+   */
+  private readonly presence: Record<(typeof ROUTING_NAMES)[number], string>;
+  /** With buckets: `${prefix}:2:nodes:buckets-<n>`, held besides `presence.buckets`. */
+  private readonly bucketsPresence: string | undefined;
   /** The connections, once there are any (the url form creates them asynchronously). */
   private publisher: Connection | undefined;
   private subscriber: Connection | undefined;
@@ -253,7 +257,12 @@ export class RedisBus implements SubscriptionBus {
     };
     this.allChannel = `${this.base}all`;
     const routing = this.routing;
-    this.presenceChannel = `${this.base}nodes:${routing.mode === 'buckets' ? `buckets-${routing.buckets}` : routing.mode}`;
+    this.presence = {
+      interest: `${this.base}nodes:interest`,
+      broadcast: `${this.base}nodes:broadcast`,
+      buckets: `${this.base}nodes:buckets`,
+    };
+    this.bucketsPresence = routing.mode === 'buckets' ? `${this.base}nodes:buckets-${routing.buckets}` : undefined;
     this.wire = new Wire(this.nodeId);
     const connections = this.options.connections;
     if (connections.form === 'clients') {
@@ -394,7 +403,10 @@ export class RedisBus implements SubscriptionBus {
     if (this.routing.mode === 'broadcast') fixed.push(this.allChannel);
     // The legacy channel and the presence channel serve rolling upgrades from the first release,
     // which never ran on a cluster.
-    if (this.subscriber?.sharded !== true) fixed.push(this.channel, this.presenceChannel);
+    if (this.subscriber?.sharded !== true) {
+      fixed.push(this.channel, this.presence[this.routing.mode]);
+      if (this.bucketsPresence !== undefined) fixed.push(this.bucketsPresence);
+    }
     return fixed;
   }
 
@@ -655,32 +667,32 @@ export class RedisBus implements SubscriptionBus {
   }
 
   /**
-   * Every node of this release subscribes to the legacy channel and to one presence channel of its
+   * Every node of this release subscribes to the legacy channel and to the presence channel of its
    * routing; a first-release node to the legacy channel only. So the first-release nodes are the legacy
-   * channel's subscribers less the presence channels'. A node of another routing on this prefix is a
-   * misconfiguration: the two would not hear each other's key channels, so it is reported.
+   * channel's subscribers less the presence channels'. A node of another routing (or another number of
+   * buckets) on this prefix is a misconfiguration: the two would not hear each other's channels, so it
+   * is reported. One `PUBSUB NUMSUB` of five channels at most: its cost does not grow with the channels
+   * the server holds.
    */
   private async checkLegacy(): Promise<void> {
     const publisher = this.publisher;
     if (publisher === undefined || !publisher.isReady() || this.legacyChecking || this.closing !== undefined) return;
     this.legacyChecking = true;
     try {
-      const pattern = `${globEscape(this.base)}nodes:*`;
-      const presence = (await publisher.command(['PUBSUB', 'CHANNELS', pattern])) as unknown[];
-      const channels = presence.map(String);
-      const reply = (await publisher.command(['PUBSUB', 'NUMSUB', this.channel, ...channels])) as unknown[];
-      let legacy = Number(reply[1]);
-      for (let at = 3; at < reply.length; at += 2) legacy -= Number(reply[at]);
-      this.legacyNodes = Math.max(0, legacy);
-      const others = channels.filter((channel) => channel !== this.presenceChannel);
+      const asked = [this.channel, ...ROUTING_NAMES.map((name) => this.presence[name])];
+      if (this.bucketsPresence !== undefined) asked.push(this.bucketsPresence);
+      const reply = (await publisher.command(['PUBSUB', 'NUMSUB', ...asked])) as unknown[];
+      const count = (index: number): number => Number(reply[index * 2 + 1]);
+      const byRouting = ROUTING_NAMES.map((name, index) => [name, count(index + 1)] as const);
+      this.legacyNodes = Math.max(0, count(0) - byRouting.reduce((sum, [, nodes]) => sum + nodes, 0));
+      const mine = this.routing.mode;
+      const others: string[] = byRouting.filter(([name, nodes]) => name !== mine && nodes > 0).map(([name]) => name);
+      const routing = this.routing;
+      if (routing.mode === 'buckets' && count(4) < count(3)) others.push(`buckets other than ${routing.buckets}`);
       if (others.length > 0) {
         this.reportOnce(
           'routing',
-          `nodes with another routing share the channel prefix ${JSON.stringify(this.options.channelPrefix)} (${others
-            .map((channel) => channel.slice(channel.lastIndexOf(':') + 1))
-            .join(
-              ', ',
-            )}, this node: ${this.presenceChannel.slice(this.presenceChannel.lastIndexOf(':') + 1)}); events between them are lost: give every node the same \`routing\``,
+          `nodes with another routing share the channel prefix ${JSON.stringify(this.options.channelPrefix)} (${others.join(', ')}; this node: ${routing.mode === 'buckets' ? `buckets ${routing.buckets}` : mine}); events between them are lost: give every node the same \`routing\``,
         );
       }
     } catch (error) {

@@ -212,6 +212,17 @@ describeUnless(redisMissing)('interest routing on Redis (127.0.0.1:6379)', () =>
     expect(String(logger.warns[0]![0])).toMatch(/another routing.*broadcast.*this node: interest.*same `routing`/);
   });
 
+  test('bucket nodes with another number of buckets on the same prefix are reported once', async () => {
+    const prefix = uniquePrefix();
+    const logger = recordingLogger();
+    const a = bus('redis', prefix, { logger, routing: { buckets: 8 } });
+    const b = bus('redis', prefix, { routing: { buckets: 16 } });
+    await connected(a, b);
+    await waitFor(() => logger.warns.length > 0, 'the report', 5000);
+    expect(logger.warns).toHaveLength(1);
+    expect(String(logger.warns[0]![0])).toMatch(/buckets other than 8.*this node: buckets 8/);
+  });
+
   test('a stream acknowledged over HTTP gets an event published on another node right after its ack, every time', async () => {
     const prefix = uniquePrefix();
     // B's Redis is 25 ms away, A's next door: without the ack waiting for B's SUBSCRIBE, A's PUBLISH
