@@ -80,6 +80,12 @@ function attempt(run: () => unknown): Promise<unknown> {
  */
 const ioredisChannels = new WeakMap<object, Map<string, number>>();
 
+/** A socket whose writes can be held and let go (`net.Socket`). */
+interface Corkable {
+  cork(): void;
+  uncork(): void;
+}
+
 /** The most PUBLISHes the bus's own ioredis publisher holds before writing them (see `corkForTick`). */
 const CORKED_PUBLISHES = 16;
 
@@ -134,7 +140,7 @@ interface IoRedisInternal extends Omit<IoRedisClient, 'on'>, Emitter {
   unsubscribe(...channels: string[]): Promise<unknown>;
   call(command: string, ...args: string[]): Promise<unknown>;
   /** The connection's socket (ioredis 5 and 6). */
-  readonly stream?: { cork?(): void; uncork?(): void };
+  readonly stream?: Partial<Corkable>;
   quit(): Promise<unknown>;
   disconnect(): void;
 }
@@ -175,22 +181,21 @@ class IoRedisConnection extends BaseConnection {
    */
   private corkForTick(): void {
     const stream = this.io.stream;
-    const cork = stream?.cork;
-    const uncork = stream?.uncork;
-    if (typeof cork !== 'function' || typeof uncork !== 'function') return;
+    if (typeof stream?.cork !== 'function' || typeof stream.uncork !== 'function') return;
+    const socket = stream as Corkable;
     if (this.corked > 0) {
       if (++this.corked <= CORKED_PUBLISHES) return;
       // The batch is full: out it goes, and the next one starts.
-      uncork.call(stream);
-      cork.call(stream);
+      socket.uncork();
+      socket.cork();
       this.corked = 1;
       return;
     }
-    cork.call(stream);
+    socket.cork();
     this.corked = 1;
     process.nextTick(() => {
       this.corked = 0;
-      uncork.call(stream);
+      socket.uncork();
     });
   }
 
