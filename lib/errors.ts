@@ -61,7 +61,10 @@ export const ErrorCode = Object.freeze({
   NoReadCheck: 'ERR_MCP_SUBSCRIPTIONS_NO_READ_CHECK',
   /** Nest: the listen route could not be put in front of the host's MCP route (not found, or not Express). */
   RouteNotPlaced: 'ERR_MCP_SUBSCRIPTIONS_ROUTE_NOT_PLACED',
-  /** Redis: `publisher` or `subscriber` is neither an ioredis client nor a node-redis (v4+) client, or is a cluster client. */
+  /**
+   * Redis: `publisher` or `subscriber` is neither an ioredis client nor a node-redis (v4+) client (single
+   * node or cluster), or one is a cluster client and the other not, or they are clusters of two libraries.
+   */
   InvalidRedisClient: 'ERR_MCP_SUBSCRIPTIONS_INVALID_REDIS_CLIENT',
   /** Redis: `subscriber` is the very connection given as `publisher`; a subscribed connection cannot publish. */
   SameRedisConnection: 'ERR_MCP_SUBSCRIPTIONS_SAME_REDIS_CONNECTION',
@@ -73,7 +76,12 @@ export const ErrorCode = Object.freeze({
   InvalidNodeId: 'ERR_MCP_SUBSCRIPTIONS_INVALID_NODE_ID',
   /** Redis: `routing` is not `'interest'`, `'broadcast'` or `{ buckets: n }` with an integer n from 1 to 65536. */
   InvalidRouting: 'ERR_MCP_SUBSCRIPTIONS_INVALID_ROUTING',
-  /** Options that exclude each other were given together (`url` with `publisher`/`subscriber`, `client` without `url`). */
+  /** Redis: `cluster` is not a non-empty array of seed nodes (`host:port` or `redis://host:port`), at most 100. */
+  InvalidClusterNodes: 'ERR_MCP_SUBSCRIPTIONS_INVALID_CLUSTER_NODES',
+  /**
+   * Options that exclude each other were given together (`url`, `cluster` and `publisher`/`subscriber`:
+   * one of them; `client` without `url` or `cluster`).
+   */
   ConflictingOptions: 'ERR_MCP_SUBSCRIPTIONS_CONFLICTING_OPTIONS',
   /** Client: the URL `listen()` was given is not an absolute `http:` or `https:` URL. */
   InvalidUrl: 'ERR_MCP_SUBSCRIPTIONS_INVALID_URL',

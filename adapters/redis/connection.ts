@@ -80,6 +80,15 @@ function attempt(run: () => unknown): Promise<unknown> {
  */
 const ioredisChannels = new WeakMap<object, Map<string, number>>();
 
+/** A socket whose writes can be held and let go (`net.Socket`). */
+interface Corkable {
+  cork(): void;
+  uncork(): void;
+}
+
+/** The most PUBLISHes the bus's own ioredis publisher holds before writing them (see `corkForTick`). */
+const CORKED_PUBLISHES = 16;
+
 abstract class BaseConnection implements Connection {
   abstract readonly library: RedisClientLibrary;
   readonly sharded = false;
@@ -130,6 +139,8 @@ abstract class BaseConnection implements Connection {
 interface IoRedisInternal extends Omit<IoRedisClient, 'on'>, Emitter {
   unsubscribe(...channels: string[]): Promise<unknown>;
   call(command: string, ...args: string[]): Promise<unknown>;
+  /** The connection's socket (ioredis 5 and 6). */
+  readonly stream?: Partial<Corkable>;
   quit(): Promise<unknown>;
   disconnect(): void;
 }
@@ -142,6 +153,8 @@ class IoRedisConnection extends BaseConnection {
   /** The channels this bus subscribed on the client (each counted once in `ioredisChannels`). */
   private readonly counted = new Set<string>();
   private listening = false;
+  /** PUBLISHes held in the corked socket in this tick (see {@link corkForTick}). */
+  private corked = 0;
 
   constructor(client: IoRedisClient, owned: boolean) {
     const io = client as unknown as IoRedisInternal;
@@ -154,7 +167,36 @@ class IoRedisConnection extends BaseConnection {
   }
 
   publish(channel: string, payload: string): Promise<unknown> {
+    if (this.owned) this.corkForTick();
     return attempt(() => this.io.publish(channel, payload));
+  }
+
+  /**
+   * Holds the socket's writes for a few PUBLISHes at most, and no longer than this tick, so that a burst
+   * goes out in a few system calls instead of one per PUBLISH: what auto-pipelining saves in CPU,
+   * without its wait for `setImmediate` and for the previous batch's replies. The bound keeps the first
+   * event of a long burst (whose tick also writes every local stream) from waiting for the last one
+   * (docs/performance.md). Only on the bus's own connections, whose client it configured; a caller's
+   * client is used as it is.
+   */
+  private corkForTick(): void {
+    const stream = this.io.stream;
+    if (typeof stream?.cork !== 'function' || typeof stream.uncork !== 'function') return;
+    const socket = stream as Corkable;
+    if (this.corked > 0) {
+      if (++this.corked <= CORKED_PUBLISHES) return;
+      // The batch is full: out it goes, and the next one starts.
+      socket.uncork();
+      socket.cork();
+      this.corked = 1;
+      return;
+    }
+    socket.cork();
+    this.corked = 1;
+    process.nextTick(() => {
+      this.corked = 0;
+      socket.uncork();
+    });
   }
 
   command(args: readonly string[]): Promise<unknown> {

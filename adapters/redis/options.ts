@@ -38,7 +38,39 @@ export interface NodeRedisClient {
   on(event: string, listener: (...args: unknown[]) => void): unknown;
 }
 
-/** A connection the caller owns: an ioredis client or a node-redis client (told apart by shape). */
+/**
+ * An ioredis `Cluster` (`new Cluster(seeds)`, ioredis 5.3 or later), as far as the bus relies on its
+ * shape. The bus publishes with SPUBLISH through it and opens its own subscriber connections to the
+ * masters with the cluster's per-node settings (`redisOptions`: credentials, TLS).
+ */
+export interface IoRedisClusterClient {
+  /** Always `true`: what tells a `Cluster` from a `Redis`. */
+  readonly isCluster: true;
+  /** `'ready'` while connected. */
+  readonly status: string;
+  spublish(channel: string, message: string): Promise<unknown>;
+  on(event: string, listener: (...args: unknown[]) => void): unknown;
+}
+
+/**
+ * A node-redis cluster client (`createCluster({ rootNodes })` of `redis` 4.6 or later), connected by the
+ * caller. The bus publishes with `sPublish` through it and opens its own subscriber connections to the
+ * masters with the cluster's `defaults` (credentials, TLS).
+ */
+export interface NodeRedisClusterClient {
+  /** `true` while connected. */
+  readonly isReady: boolean;
+  /** The cluster's masters, as the client knows them. */
+  readonly masters: readonly unknown[];
+  sPublish(channel: string, message: string): Promise<unknown>;
+  sSubscribe(...args: never[]): unknown;
+  on(event: string, listener: (...args: unknown[]) => void): unknown;
+}
+
+/** A Redis Cluster client the caller owns: an ioredis `Cluster` or a node-redis cluster client. */
+export type RedisClusterClient = IoRedisClusterClient | NodeRedisClusterClient;
+
+/** A connection the caller owns to one Redis server: an ioredis client or a node-redis client (told apart by shape). */
 export type RedisClient = IoRedisClient | NodeRedisClient;
 
 /** How events travel between nodes: see {@link RedisBusCommonOptions.routing}. */
@@ -96,15 +128,18 @@ export interface RedisBusCommonOptions {
 }
 
 /**
- * The caller's own connections: the bus uses them and never closes them. The subscriber is dedicated:
- * once subscribed it cannot publish (`publisher.duplicate()` makes one).
+ * The caller's own connections: the bus uses them and never closes them. On one Redis server the
+ * subscriber is dedicated: once subscribed it cannot publish (`publisher.duplicate()` makes one). On a
+ * Redis Cluster both are cluster clients of one library, and may be the same object: the bus publishes
+ * through it and subscribes on connections of its own to the masters (see docs/redis.md).
  */
 export interface RedisBusClientOptions extends RedisBusCommonOptions {
   /** The connection the bus publishes on (it may be your app's general-purpose client). Required. */
-  readonly publisher: RedisClient;
-  /** A connection the bus subscribes with; not the publisher. Required. */
-  readonly subscriber: RedisClient;
+  readonly publisher: RedisClient | RedisClusterClient;
+  /** A connection the bus subscribes with; not the publisher, unless both are one cluster client. Required. */
+  readonly subscriber: RedisClient | RedisClusterClient;
   readonly url?: never;
+  readonly cluster?: never;
   readonly client?: never;
 }
 
@@ -123,20 +158,48 @@ export interface RedisBusUrlOptions extends RedisBusCommonOptions {
    * @default `'ioredis'` when it is installed, else `'redis'`
    */
   readonly client?: RedisClientLibrary;
+  readonly cluster?: never;
   readonly publisher?: never;
   readonly subscriber?: never;
 }
 
-/** Options of `new RedisBus(options)`: the caller's connections, or a URL. Unknown keys are refused. */
-export type RedisBusOptions = RedisBusClientOptions | RedisBusUrlOptions;
+/**
+ * Seed nodes of a Redis Cluster (Redis 7 or later): the bus creates and owns a cluster client of the
+ * library it loads (as the url form does), publishes with SPUBLISH and subscribes on connections of its
+ * own to the masters, and closes all of them in `close()`.
+ */
+export interface RedisBusClusterOptions extends RedisBusCommonOptions {
+  /**
+   * Some nodes of the cluster, from which the client learns the rest: `host:port`, or
+   * `redis://[[user]:password@]host:port` (`rediss://` for TLS, on every seed or none). 1 to 100 of them.
+   * Required in this form.
+   * @example ['10.0.0.1:7000', '10.0.0.2:7000']
+   */
+  readonly cluster: readonly string[];
+  /**
+   * Which library to connect with.
+   * @default `'ioredis'` when it is installed, else `'redis'`
+   */
+  readonly client?: RedisClientLibrary;
+  readonly url?: never;
+  readonly publisher?: never;
+  readonly subscriber?: never;
+}
+
+/**
+ * Options of `new RedisBus(options)`: the caller's connections, a URL, or a cluster's seed nodes.
+ * Unknown keys are refused.
+ */
+export type RedisBusOptions = RedisBusClientOptions | RedisBusUrlOptions | RedisBusClusterOptions;
 
 /** Every key of either form, checked against the interfaces by the compiler. */
 export const REDIS_BUS_OPTION_KEYS = optionKeys<{
-  [K in keyof RedisBusClientOptions | keyof RedisBusUrlOptions]: unknown;
+  [K in keyof RedisBusClientOptions | keyof RedisBusUrlOptions | keyof RedisBusClusterOptions]: unknown;
 }>({
   publisher: true,
   subscriber: true,
   url: true,
+  cluster: true,
   client: true,
   channelPrefix: true,
   nodeId: true,
@@ -144,16 +207,32 @@ export const REDIS_BUS_OPTION_KEYS = optionKeys<{
   logger: true,
 });
 
-/** Which library a caller's connection comes from. */
+/** Which library a caller's connection comes from, and whether it is a cluster client. */
 export type ClientShape =
-  | { readonly library: 'ioredis'; readonly client: IoRedisClient }
-  | { readonly library: 'redis'; readonly client: NodeRedisClient };
+  | { readonly library: 'ioredis'; readonly cluster: false; readonly client: IoRedisClient }
+  | { readonly library: 'redis'; readonly cluster: false; readonly client: NodeRedisClient }
+  | { readonly library: RedisClientLibrary; readonly cluster: true; readonly client: RedisClusterClient };
+
+/** One seed node of the cluster form, parsed. */
+export interface ClusterSeed {
+  readonly host: string;
+  readonly port: number;
+  readonly username: string | undefined;
+  readonly password: string | undefined;
+  /** `rediss://`: TLS (the same for every seed). */
+  readonly tls: boolean;
+}
 
 /** The options after defaults and validation. */
 export interface ResolvedRedisBusOptions {
   readonly connections:
     | { readonly form: 'clients'; readonly publisher: ClientShape; readonly subscriber: ClientShape }
-    | { readonly form: 'url'; readonly url: string; readonly client: RedisClientLibrary | undefined };
+    | { readonly form: 'url'; readonly url: string; readonly client: RedisClientLibrary | undefined }
+    | {
+        readonly form: 'cluster';
+        readonly seeds: readonly ClusterSeed[];
+        readonly client: RedisClientLibrary | undefined;
+      };
   readonly channelPrefix: string;
   readonly nodeId: string;
   readonly routing: ResolvedRouting;
@@ -171,7 +250,8 @@ const isFunction = (value: unknown): boolean => typeof value === 'function';
 
 /**
  * Tells an ioredis client from a node-redis one by what each alone has: ioredis a `status` string,
- * node-redis (v4 and later) an `isReady` boolean. Cluster clients are refused: not supported yet.
+ * node-redis (v4 and later) an `isReady` boolean; and a cluster client from a single-server one:
+ * ioredis's `Cluster` says `isCluster`, node-redis's cluster client has `masters` and `sSubscribe`.
  */
 function clientShape(name: 'publisher' | 'subscriber', value: unknown): ClientShape {
   const client = value as Loose | null;
@@ -181,15 +261,27 @@ function clientShape(name: 'publisher' | 'subscriber', value: unknown): ClientSh
       `Expected \`${name}\` to be an ioredis or node-redis client, got ${describeValue(value)}`,
     );
   }
-  if (client.isCluster === true || Array.isArray(client.masters)) {
+  if (client.isCluster === true) {
+    if (isFunction(client.spublish) && isFunction(client.on) && typeof client.status === 'string')
+      return { library: 'ioredis', cluster: true, client: value as IoRedisClusterClient };
     throw new OptionsError(
       ErrorCode.InvalidRedisClient,
-      `Expected \`${name}\` to be a client of one Redis server: Redis Cluster clients are not supported yet (see docs/redis.md)`,
+      `Expected \`${name}\` to be an ioredis \`Cluster\` with sharded pub/sub (\`spublish\`: ioredis 5.3 or later), got ${describeValue(value)}`,
+    );
+  }
+  if (Array.isArray(client.masters)) {
+    if (isFunction(client.sPublish) && isFunction(client.sSubscribe) && typeof client.isReady === 'boolean')
+      return { library: 'redis', cluster: true, client: value as NodeRedisClusterClient };
+    throw new OptionsError(
+      ErrorCode.InvalidRedisClient,
+      `Expected \`${name}\` to be a node-redis cluster client with sharded pub/sub (\`sPublish\`, \`sSubscribe\`: redis 4.6 or later), got ${describeValue(value)}`,
     );
   }
   const pubSub = isFunction(client.publish) && isFunction(client.subscribe) && isFunction(client.on);
-  if (pubSub && typeof client.status === 'string') return { library: 'ioredis', client: value as IoRedisClient };
-  if (pubSub && typeof client.isReady === 'boolean') return { library: 'redis', client: value as NodeRedisClient };
+  if (pubSub && typeof client.status === 'string')
+    return { library: 'ioredis', cluster: false, client: value as IoRedisClient };
+  if (pubSub && typeof client.isReady === 'boolean')
+    return { library: 'redis', cluster: false, client: value as NodeRedisClient };
   throw new OptionsError(
     ErrorCode.InvalidRedisClient,
     `Expected \`${name}\` to be an ioredis client (\`new Redis(url)\`) or a node-redis v4+ client (\`createClient({ url })\`), got ${describeValue(value)}`,
@@ -213,6 +305,71 @@ function redisUrl(value: unknown): string {
     );
   }
   return value as string;
+}
+
+/** The most seed nodes `cluster` takes: a few are enough, the client learns the rest from them. */
+export const MAX_CLUSTER_SEEDS = 100;
+
+const HOST_PORT = /^(\[[0-9a-fA-F:.]+\]|[^\s:/@[\]]+):(\d{1,5})$/;
+
+function clusterSeedError(detail: string): OptionsError {
+  return new OptionsError(
+    ErrorCode.InvalidClusterNodes,
+    `Expected \`cluster\` to be a non-empty array of at most ${MAX_CLUSTER_SEEDS} seed nodes, \`host:port\` or \`redis://host:port\` strings, ${detail}`,
+  );
+}
+
+/** One seed: `host:port`, or a `redis://` / `rediss://` URL with a host and a port. */
+function clusterSeed(value: unknown, index: number): ClusterSeed {
+  // Never quote a URL: it may carry a password.
+  const shown = typeof value === 'string' && !value.includes('@') ? `\`${value}\`` : describeValue(value);
+  const refuse = (): OptionsError =>
+    clusterSeedError(
+      `got ${typeof value === 'string' && value.includes('@') ? 'another string' : shown} at index ${index}`,
+    );
+  if (typeof value !== 'string') throw refuse();
+  const bare = HOST_PORT.exec(value);
+  if (bare !== null) {
+    const port = Number(bare[2]);
+    if (port < 1 || port > 65535) throw refuse();
+    return {
+      host: (bare[1] as string).replace(/^\[|\]$/g, ''),
+      port,
+      username: undefined,
+      password: undefined,
+      tls: false,
+    };
+  }
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw refuse();
+  }
+  if ((url.protocol !== 'redis:' && url.protocol !== 'rediss:') || url.hostname === '' || url.port === '')
+    throw refuse();
+  if ((url.pathname !== '' && url.pathname !== '/') || url.search !== '' || url.hash !== '') throw refuse();
+  return {
+    host: url.hostname.replace(/^\[|\]$/g, ''),
+    port: Number(url.port),
+    username: url.username === '' ? undefined : decodeURIComponent(url.username),
+    password: url.password === '' ? undefined : decodeURIComponent(url.password),
+    tls: url.protocol === 'rediss:',
+  };
+}
+
+/** Validates the `cluster` option's seed nodes. */
+export function clusterSeeds(value: unknown): readonly ClusterSeed[] {
+  if (!Array.isArray(value) || value.length === 0 || value.length > MAX_CLUSTER_SEEDS) {
+    throw clusterSeedError(`got ${Array.isArray(value) ? `an array of ${value.length}` : describeValue(value)}`);
+  }
+  const seeds = (value as unknown[]).map(clusterSeed);
+  if (seeds.some((seed) => seed.tls !== seeds[0]?.tls)) {
+    throw clusterSeedError(
+      'got some `rediss://` (TLS) seeds and some not: a cluster is reached with TLS or without, on every node',
+    );
+  }
+  return Object.freeze(seeds.map((seed) => Object.freeze(seed)));
 }
 
 function routingOption(value: unknown): ResolvedRouting {
@@ -247,7 +404,17 @@ export function resolveRedisBusOptions(options: RedisBusOptions): ResolvedRedisB
   const loose = options as unknown as Loose;
 
   let connections: ResolvedRedisBusOptions['connections'];
-  if (loose.url !== undefined) {
+  if (loose.cluster !== undefined) {
+    if (loose.url !== undefined || loose.publisher !== undefined || loose.subscriber !== undefined) {
+      throw new OptionsError(
+        ErrorCode.ConflictingOptions,
+        `Expected either \`cluster\` (seed nodes: the bus owns its cluster client) or ${loose.url !== undefined ? '`url`' : '`publisher` and `subscriber` (yours)'}, not both`,
+      );
+    }
+    const client =
+      loose.client === undefined ? undefined : oneOf<RedisClientLibrary>('client', loose.client, ['ioredis', 'redis']);
+    connections = { form: 'cluster', seeds: clusterSeeds(loose.cluster), client };
+  } else if (loose.url !== undefined) {
     if (loose.publisher !== undefined || loose.subscriber !== undefined) {
       throw new OptionsError(
         ErrorCode.ConflictingOptions,
@@ -261,7 +428,7 @@ export function resolveRedisBusOptions(options: RedisBusOptions): ResolvedRedisB
     if (loose.client !== undefined) {
       throw new OptionsError(
         ErrorCode.ConflictingOptions,
-        '`client` picks the library of the connections the bus creates from `url`; with `publisher` and `subscriber`, leave it out',
+        '`client` picks the library of the connections the bus creates from `url` or `cluster`; with `publisher` and `subscriber`, leave it out',
       );
     }
     if (loose.publisher === undefined && loose.subscriber === undefined) {
@@ -272,7 +439,21 @@ export function resolveRedisBusOptions(options: RedisBusOptions): ResolvedRedisB
     }
     const publisher = clientShape('publisher', loose.publisher);
     const subscriber = clientShape('subscriber', loose.subscriber);
-    if (publisher.client === subscriber.client) {
+    if (publisher.cluster !== subscriber.cluster) {
+      throw new OptionsError(
+        ErrorCode.InvalidRedisClient,
+        `Expected \`publisher\` and \`subscriber\` to be both cluster clients or both clients of one Redis server, got ${publisher.cluster ? 'a cluster publisher and a single-server subscriber' : 'a single-server publisher and a cluster subscriber'}`,
+      );
+    }
+    if (publisher.cluster && publisher.library !== subscriber.library) {
+      throw new OptionsError(
+        ErrorCode.InvalidRedisClient,
+        `Expected \`publisher\` and \`subscriber\` to be cluster clients of one library, got ${publisher.library} and ${subscriber.library}: pass one cluster client as both`,
+      );
+    }
+    // A cluster client publishes through its node connections and the bus subscribes on connections
+    // of its own: one cluster client serves as both.
+    if (!publisher.cluster && publisher.client === subscriber.client) {
       throw new OptionsError(
         ErrorCode.SameRedisConnection,
         'Expected `subscriber` to be a connection of its own, not the `publisher`: a subscribed connection cannot publish (use `publisher.duplicate()`)',

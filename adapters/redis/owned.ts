@@ -7,16 +7,22 @@
  * - ioredis: no retry of commands in flight when the connection drops (`maxRetriesPerRequest: 0`,
  *   `autoResendUnfulfilledCommands: false`): a PUBLISH whose reply was lost may have been delivered, and
  *   sending it again could deliver it twice;
- * - ioredis: no auto-pipelining on the publisher: each PUBLISH is written when it is made. Auto-pipelining
- *   holds a burst's PUBLISHes until the burst's tick is over (`setImmediate`), and a second batch until
- *   Redis answered the first, so the first event of 100 published back to back reached another node's
- *   streams 2–3 ms later than the node's own; written at once it is within 1 ms, for about 6 µs more
- *   of the publisher's CPU per PUBLISH in such a burst (docs/performance.md, the fleet scenario);
+ * - ioredis: no auto-pipelining on the publisher: it holds a burst's PUBLISHes until the burst's tick is
+ *   over (`setImmediate`), and a second batch until Redis answered the first, so the first event of 100
+ *   published back to back reached another node's streams 2–3 ms later than the node's own. Instead the
+ *   bus corks the publisher's socket for the rest of the tick on a publish (connection.ts): a burst still
+ *   goes out in one write, at the end of its tick (docs/performance.md);
  * - a connection name, `<prefix>:<node>:pub` / `:sub`, for `CLIENT LIST`.
+ *
+ * The cluster form creates one cluster client (ioredis `Cluster`, node-redis `createCluster()`) from the
+ * seed nodes, configured the same way (ioredis: no failover retry either, `retryDelayOnFailover: 0`),
+ * which serves as publisher and subscriber: the subscriber's
+ * connections to the masters are opened by `ClusterConnection` with the cluster's settings.
  */
 import { ErrorCode, OptionsError } from '../../lib/internal.ts';
+import { ClusterConnection } from './cluster-connection.ts';
 import { wrap, type Connection } from './connection.ts';
-import type { IoRedisClient, NodeRedisClient, RedisClientLibrary } from './options.ts';
+import type { ClusterSeed, IoRedisClient, NodeRedisClient, RedisClientLibrary } from './options.ts';
 
 /** The bus's own connections, not yet connecting: `start()` connects them once the bus listens to them. */
 export interface OwnedConnections {
@@ -75,6 +81,30 @@ function missing(library: RedisClientLibrary | undefined, cause: unknown): Optio
 }
 
 /**
+ * Loads `library`, or the first installed of ioredis and redis, with `load` (which picks what the form
+ * needs from the module). Rejects with an `OptionsError` (`ERR_MCP_SUBSCRIPTIONS_REDIS_CLIENT_MISSING`)
+ * when it is not installed, and with the loader's error when it is installed but fails to load.
+ */
+async function loadLibrary<I, N>(
+  library: RedisClientLibrary | undefined,
+  loadIo: () => Promise<I>,
+  loadNode: () => Promise<N>,
+): Promise<{ library: 'ioredis'; io: I } | { library: 'redis'; node: N }> {
+  try {
+    if (library !== 'redis') return { library: 'ioredis', io: await loadIo() };
+    return { library: 'redis', node: await loadNode() };
+  } catch (error) {
+    if (!isMissingModule(error)) throw error;
+    if (library !== undefined) throw missing(library, error);
+    try {
+      return { library: 'redis', node: await loadNode() };
+    } catch (second) {
+      throw isMissingModule(second) ? missing(undefined, second) : second;
+    }
+  }
+}
+
+/**
  * Loads `library` (or the first installed of ioredis and redis) and creates the two connections.
  * Rejects with an `OptionsError` (`ERR_MCP_SUBSCRIPTIONS_REDIS_CLIENT_MISSING`) when it is not
  * installed, and with the loader's error when it is installed but fails to load.
@@ -85,22 +115,10 @@ export async function createOwnedConnections(
   prefix: string,
   nodeId: string,
 ): Promise<OwnedConnections> {
-  let chosen: RedisClientLibrary = library ?? 'ioredis';
-  let Redis: IoRedisConstructor | undefined;
-  let createClient: CreateClient | undefined;
-  try {
-    if (chosen === 'ioredis') Redis = await loadIoRedis();
-    else createClient = await loadNodeRedis();
-  } catch (error) {
-    if (!isMissingModule(error)) throw error;
-    if (library !== undefined) throw missing(library, error);
-    chosen = 'redis';
-    try {
-      createClient = await loadNodeRedis();
-    } catch (second) {
-      throw isMissingModule(second) ? missing(undefined, second) : second;
-    }
-  }
+  const loaded = await loadLibrary(library, loadIoRedis, loadNodeRedis);
+  const chosen = loaded.library;
+  const Redis = loaded.library === 'ioredis' ? loaded.io : undefined;
+  const createClient = loaded.library === 'redis' ? loaded.node : undefined;
 
   if (Redis !== undefined) {
     const IoRedis = Redis;
@@ -133,6 +151,97 @@ export async function createOwnedConnections(
     subscriber: wrap(chosen, subscriber, true),
     start: () => {
       for (const client of [publisher, subscriber]) client.connect().catch(() => {});
+    },
+  };
+}
+
+type IoRedisClusterConstructor = new (
+  nodes: { host: string; port: number }[],
+  options: Record<string, unknown>,
+) => { connect(): Promise<unknown> };
+type CreateCluster = (options: Record<string, unknown>) => { connect(): Promise<unknown> };
+
+async function loadIoRedisCluster(): Promise<IoRedisClusterConstructor> {
+  const Cluster = exported(await import('ioredis'), 'Cluster');
+  if (Cluster === undefined) throw new TypeError('the ioredis module exports no Cluster class');
+  return Cluster as IoRedisClusterConstructor;
+}
+
+async function loadNodeRedisCluster(): Promise<CreateCluster> {
+  const createCluster = exported(await import('redis'), 'createCluster');
+  if (createCluster === undefined) throw new TypeError('the redis module exports no createCluster()');
+  return createCluster as CreateCluster;
+}
+
+/**
+ * The cluster form: loads `library` (or the first installed of ioredis and redis) and creates one
+ * cluster client from the seed nodes, which the publisher and the subscriber share. Rejects as
+ * {@link createOwnedConnections} does.
+ */
+export async function createOwnedCluster(
+  seeds: readonly ClusterSeed[],
+  library: RedisClientLibrary | undefined,
+  prefix: string,
+  nodeId: string,
+): Promise<OwnedConnections> {
+  const loaded = await loadLibrary(library, loadIoRedisCluster, loadNodeRedisCluster);
+  const first = seeds[0] as ClusterSeed;
+  const credentials = {
+    ...(first.username === undefined ? {} : { username: first.username }),
+    ...(first.password === undefined ? {} : { password: first.password }),
+  };
+  let client: { connect(): Promise<unknown> };
+  if (loaded.library === 'ioredis') {
+    client = new loaded.io(
+      seeds.map(({ host, port }) => ({ host, port })),
+      {
+        lazyConnect: true,
+        enableOfflineQueue: false,
+        enableAutoPipelining: true,
+        // No resend of a command whose connection closed before its reply (ioredis's failover retry): a
+        // SPUBLISH the dying master had taken may have been delivered, and sending it again could
+        // deliver it twice.
+        retryDelayOnFailover: 0,
+        redisOptions: {
+          ...credentials,
+          ...(first.tls ? { tls: {} } : {}),
+          maxRetriesPerRequest: 0,
+          autoResendUnfulfilledCommands: false,
+          connectionName: connectionName(prefix, nodeId, 'pub'),
+        },
+      },
+    );
+  } else {
+    client = loaded.node({
+      rootNodes: seeds.map(({ host, port }) => ({ socket: { host, port } })),
+      defaults: {
+        ...credentials,
+        ...(first.tls ? { socket: { tls: true } } : {}),
+        disableOfflineQueue: true,
+        name: connectionName(prefix, nodeId, 'pub'),
+      },
+    });
+  }
+  const publisher = ClusterConnection.wrap(client, true, 'publisher');
+  const nodeRedis = loaded.library === 'redis';
+  return {
+    publisher,
+    // Ending the publisher quits the shared cluster client; ending the subscriber closes its own
+    // connections to the masters.
+    subscriber: ClusterConnection.wrap(client, true, 'subscriber', connectionName(prefix, nodeId, 'sub')),
+    start: () => {
+      // ioredis retries a cluster it cannot reach by itself (clusterRetryStrategy); node-redis gives up
+      // when no seed answers the first time, so it is asked again, backing off to 5 s, until it
+      // connects or the bus closes. The failures reach the bus as 'error' events.
+      let delay = 100;
+      const connect = (): void => {
+        client.connect().catch(() => {
+          if (!nodeRedis || publisher.ended) return;
+          setTimeout(connect, delay).unref();
+          delay = Math.min(delay * 2, 5000);
+        });
+      };
+      connect();
     },
   };
 }

@@ -18,14 +18,16 @@ import type {
   SubscriptionBus,
   SubscriptionEvent,
 } from '../../lib/internal.ts';
+import { ClusterConnection } from './cluster-connection.ts';
 import { within, wrap, type Connection } from './connection.ts';
 import {
   resolveRedisBusOptions,
+  type ClientShape,
   type RedisBusOptions,
   type ResolvedRedisBusOptions,
   type ResolvedRouting,
 } from './options.ts';
-import { createOwnedConnections, type OwnedConnections } from './owned.ts';
+import { createOwnedCluster, createOwnedConnections, type OwnedConnections } from './owned.ts';
 import { MAX_MESSAGE_BYTES, tooLarge, Wire, type DropReason } from './wire.ts';
 
 /** `node:diagnostics_channel` channels of the Redis bus. */
@@ -141,6 +143,11 @@ interface SubscribeBatch {
 
 /** The routings, by the name of their presence channel. */
 const ROUTING_NAMES = ['interest', 'broadcast', 'buckets'] as const;
+
+/** A caller's client as the bus's connection in `role`: a cluster client publishes and subscribes sharded. */
+function callerConnection(shape: ClientShape, role: 'publisher' | 'subscriber'): Connection {
+  return shape.cluster ? ClusterConnection.wrap(shape.client, false, role) : wrap(shape.library, shape.client, false);
+}
 
 /**
  * A `SubscriptionBus` over Redis pub/sub, for several processes (or machines) serving one MCP server.
@@ -260,12 +267,16 @@ export class RedisBus implements SubscriptionBus {
     const connections = this.options.connections;
     if (connections.form === 'clients') {
       this.attach(
-        wrap(connections.publisher.library, connections.publisher.client, false),
-        wrap(connections.subscriber.library, connections.subscriber.client, false),
+        callerConnection(connections.publisher, 'publisher'),
+        callerConnection(connections.subscriber, 'subscriber'),
       );
       this.setUp = Promise.resolve();
     } else {
-      this.setUp = createOwnedConnections(connections.url, connections.client, prefix, this.nodeId).then(
+      const owned =
+        connections.form === 'url'
+          ? createOwnedConnections(connections.url, connections.client, prefix, this.nodeId)
+          : createOwnedCluster(connections.seeds, connections.client, prefix, this.nodeId);
+      this.setUp = owned.then(
         (owned) => this.adopt(owned),
         (error: unknown) => {
           // Reported like an outage (once, logged and published), with the reason in the message: a

@@ -624,10 +624,13 @@ describe('RedisBus options', () => {
       [{ publisher, subscriber: publisher }, ErrorCode.SameRedisConnection],
       [{ publisher: {}, subscriber }, ErrorCode.InvalidRedisClient],
       [{ publisher, subscriber: 'redis://127.0.0.1' }, ErrorCode.InvalidRedisClient],
+      // A cluster client and a client of one server do not make a pair (a cluster takes cluster clients).
       [{ publisher: new Cluster([{ port: 7000 }], { lazyConnect: true }), subscriber }, ErrorCode.InvalidRedisClient],
       [{ publisher: createCluster({ rootNodes: [{ url: REDIS_URL }] }), subscriber }, ErrorCode.InvalidRedisClient],
       [{ ...pair, channelPrefix: '' }, ErrorCode.InvalidChannelPrefix],
       [{ ...pair, channelPrefix: 7 }, ErrorCode.InvalidChannelPrefix],
+      [{ ...pair, routing: 'everywhere' }, ErrorCode.InvalidRouting],
+      [{ ...pair, routing: { buckets: 0 } }, ErrorCode.InvalidRouting],
       [{ ...pair, nodeId: '' }, ErrorCode.InvalidNodeId],
       [{ ...pair, nodeId: null }, ErrorCode.InvalidNodeId],
       [{ ...pair, nodeId: 'n'.repeat(201) }, ErrorCode.InvalidNodeId],
