@@ -11,7 +11,7 @@ import { createApp } from './app.ts';
 const config = readConfigOrExit();
 const { app, ready, close } = createApp(config);
 const server = createServer(app);
-// With REDIS_URL, announce "listening" only once this instance receives what the others publish.
+// With REDIS_URL or REDIS_CLUSTER, announce "listening" only once this instance receives what the others publish.
 await ready();
 
 server.once('error', (error: NodeJS.ErrnoException) => {

@@ -16,7 +16,7 @@ export const MCP_PATH = '/mcp';
 export const SERVER_INFO = Object.freeze({ name: 'mcp-subscriptions-nest-sample', version: '0.1.0' });
 
 /**
- * The bus the hub is built with (Redis when `REDIS_URL` is set). Closed on application shutdown, which
+ * The bus the hub is built with (Redis when `REDIS_URL` or `REDIS_CLUSTER` is set). Closed on application shutdown, which
  * Nest runs after every `beforeApplicationShutdown` hook, so after the module has closed the hub.
  */
 @Injectable()

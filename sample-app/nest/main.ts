@@ -34,7 +34,7 @@ const app = await NestFactory.create<NestExpressApplication>(AppModule.register(
   abortOnError: false,
 });
 app.disable('x-powered-by');
-// With REDIS_URL, announce "listening" only once this instance receives what the others publish.
+// With REDIS_URL or REDIS_CLUSTER, announce "listening" only once this instance receives what the others publish.
 await app.get(SampleBusProvider).sample.ready();
 try {
   await app.listen(config.port, config.host);

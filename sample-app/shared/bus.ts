@@ -30,9 +30,11 @@ export interface SampleBus {
 const CHANNEL_PREFIX = 'mcp-subscriptions-sample';
 
 /** The bus `config` asks for. */
-export function createSampleBus(config: Pick<SampleConfig, 'redisUrl'>): SampleBus {
+export function createSampleBus(config: Pick<SampleConfig, 'redisUrl' | 'redisCluster'>): SampleBus {
   let bus: RedisBus;
-  if (config.redisUrl !== undefined) {
+  if (config.redisCluster !== undefined) {
+    bus = new RedisBus({ cluster: [...config.redisCluster], client: 'ioredis', channelPrefix: CHANNEL_PREFIX });
+  } else if (config.redisUrl !== undefined) {
     bus = new RedisBus({ url: config.redisUrl, client: 'ioredis', channelPrefix: CHANNEL_PREFIX });
   } else {
     return {

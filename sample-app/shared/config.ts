@@ -38,6 +38,12 @@ export interface SampleConfig {
    */
   readonly redisUrl: string | undefined;
   /**
+   * When set, the seed nodes of a Redis Cluster (`REDIS_CLUSTER=127.0.0.1:7000,127.0.0.1:7001`, each
+   * `host:port` or a `redis://`/`rediss://` URL): the hub is bridged over that cluster instead, with
+   * sharded pub/sub. Exclusive with {@link redisUrl}. @default unset
+   */
+  readonly redisCluster: readonly string[] | undefined;
+  /**
    * Register the MCP conformance suite's fixture tools and serve `/mcp` requests that carry no
    * `Authorization` header as the principal `conformance`. @default false
    */
@@ -54,6 +60,7 @@ export const DEFAULT_CONFIG: SampleConfig = Object.freeze({
   stallTimeoutMs: undefined,
   maxBuffer: undefined,
   redisUrl: undefined,
+  redisCluster: undefined,
   conformance: false,
 });
 
@@ -115,6 +122,33 @@ function redisUrl(env: Env): string | undefined {
   return raw;
 }
 
+/** One seed node of `REDIS_CLUSTER`: `host:port`, or a Redis URL with a host (credentials never echoed). */
+function clusterSeed(seed: string): boolean {
+  if (/^rediss?:\/\//i.test(seed)) {
+    try {
+      return new URL(seed).hostname !== '';
+    } catch {
+      return false;
+    }
+  }
+  const match = /^(\[[0-9a-fA-F:.]+\]|[^\s:/[\]]+):(\d{1,5})$/.exec(seed);
+  return match !== null && Number(match[2]) >= 1 && Number(match[2]) <= 65_535;
+}
+
+/** The seed nodes of a Redis Cluster, comma-separated. */
+function redisCluster(env: Env): string[] | undefined {
+  const raw = read(env, 'REDIS_CLUSTER');
+  if (raw === undefined) return undefined;
+  const seeds = raw.split(',').map((seed) => seed.trim());
+  if (seeds.some((seed) => seed === '' || !clusterSeed(seed))) {
+    throw new ConfigError(
+      'REDIS_CLUSTER',
+      'expected comma-separated seed nodes like 127.0.0.1:7000,127.0.0.1:7001 (host:port or redis:// URLs)',
+    );
+  }
+  return seeds;
+}
+
 /**
  * Reads and validates the configuration from `env`. Throws a {@link ConfigError} naming the variable
  * for a value it cannot use.
@@ -132,6 +166,14 @@ export function loadConfig(env: Env = process.env): SampleConfig {
   const keepAliveMs = integer(env, 'KEEPALIVE_MS', 15_000, 0, 2_147_483_647);
   const stallTimeoutMs = integer(env, 'STALL_TIMEOUT_MS', undefined, 0, 2_147_483_647);
   const conformance = read(env, 'MCP_CONFORMANCE');
+  const url = redisUrl(env);
+  const cluster = redisCluster(env);
+  if (url !== undefined && cluster !== undefined) {
+    throw new ConfigError(
+      'REDIS_URL',
+      'cannot be set together with REDIS_CLUSTER: set REDIS_URL for one Redis server, or REDIS_CLUSTER for a Redis Cluster',
+    );
+  }
   if (conformance !== undefined && conformance !== '1' && conformance !== '0') {
     throw new ConfigError('MCP_CONFORMANCE', `expected 1 (on) or 0 (off), got ${shown(conformance)}`);
   }
@@ -143,7 +185,8 @@ export function loadConfig(env: Env = process.env): SampleConfig {
     maxSubscriptionsPerPrincipal: integer(env, 'MAX_SUBSCRIPTIONS_PER_PRINCIPAL', undefined, 1, 1_000_000),
     stallTimeoutMs: stallTimeoutMs === 0 ? false : stallTimeoutMs,
     maxBuffer: read(env, 'MAX_BUFFER'),
-    redisUrl: redisUrl(env),
+    redisUrl: url,
+    redisCluster: cluster === undefined ? undefined : Object.freeze(cluster),
     conformance: conformance === '1',
   });
 }
