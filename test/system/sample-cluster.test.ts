@@ -1,0 +1,142 @@
+/**
+ * The samples on a Redis Cluster (`REDIS_CLUSTER`, the contract's seed nodes): an Express and a Nest
+ * instance bridged over a real cluster of the test's own (3 masters, 3 replicas on loopback), black-box
+ * as the contract suite. Events and cancellations cross between them, the stats route shows the bus's
+ * counters, and the bus's channels are shard channels on the cluster's masters (sharded pub/sub), read
+ * from the cluster itself.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect } from '@jest/globals';
+import { bearer } from '../helpers/bearer.ts';
+import { RedisCluster } from '../helpers/redis-cluster.ts';
+import { ownRedisSkipReason } from '../helpers/redis.ts';
+import {
+  eventually,
+  postCancel,
+  putNote,
+  startSample,
+  stopAllSamples,
+  TOKENS,
+  type SampleApp,
+} from '../helpers/sample-app.ts';
+import { Sentinel, watcher } from '../helpers/sentinel.ts';
+import { testUnless } from '../helpers/skip.ts';
+import { warm } from '../helpers/two-instances.ts';
+import { uid } from '../helpers/uid.ts';
+import { listen, type ListenFilter, type ListenSubscription } from 'mcp-subscriptions/client';
+
+const clusterTest = testUnless(ownRedisSkipReason('the REDIS_CLUSTER suite'));
+
+const { alice, bob, carol } = TOKENS;
+
+const TOOLS = 'notifications/tools/list_changed';
+const RESOURCES = 'notifications/resources/list_changed';
+const UPDATED = 'notifications/resources/updated';
+
+/** The samples' channel prefix (sample-app/shared/bus.ts). */
+const PREFIX = 'mcp-subscriptions-sample';
+
+const subscriptions: ListenSubscription[] = [];
+
+async function subscribe(
+  app: SampleApp,
+  token: string | undefined,
+  id: string | number,
+  filter: ListenFilter,
+): Promise<ListenSubscription> {
+  const subscription = await listen(app.url, filter, { headers: bearer(token), id, maxBuffer: 10_000 });
+  subscriptions.push(subscription);
+  return subscription;
+}
+
+const watch = watcher(subscribe);
+
+describe('REDIS_CLUSTER: the samples bridged over a Redis Cluster', () => {
+  let cluster: RedisCluster | undefined;
+  const apps: SampleApp[] = [];
+
+  beforeAll(async () => {
+    if (ownRedisSkipReason('') !== undefined) return;
+    cluster = await RedisCluster.start();
+    const seeds = cluster.seeds().slice(0, 2).join(',');
+    apps.push(
+      ...(await Promise.all([
+        startSample('express', { REDIS_CLUSTER: seeds }),
+        startSample('nest', { REDIS_CLUSTER: seeds }, { startTimeoutMs: 60_000 }),
+      ])),
+    );
+  }, 120_000);
+
+  afterEach(async () => {
+    await Promise.all(subscriptions.splice(0).map((subscription) => subscription.close()));
+  });
+
+  afterAll(async () => {
+    await Promise.all(apps.map((app) => app.stop().catch(() => undefined)));
+    await stopAllSamples();
+    await cluster?.stop();
+  }, 30_000);
+
+  clusterTest(
+    'each instance delivers the events published on the other, once each, and a cancellation sent to one ends the stream on the other',
+    async () => {
+      const [express, nest] = apps as [SampleApp, SampleApp];
+      const sentinel = await Sentinel.create(express, nest);
+      await warm(express, nest, subscribe);
+      for (const [from, to] of [
+        [express, nest],
+        [nest, express],
+      ] as const) {
+        const name = uid('clustered');
+        const uri = `note://alice/${name}`;
+        const filter = { toolsListChanged: true, resourcesListChanged: true, resourceSubscriptions: [uri] };
+        const there = await watch(to, sentinel, alice, uid('there'), filter);
+        const bobThere = await watch(to, sentinel, bob, uid('bob-there'), { resourceSubscriptions: [uri] });
+        expect((await putNote(from, alice, uri, 'x')).status).toBe(201);
+        expect((await from.api(carol, 'POST', '/api/catalog/tools')).status).toBe(202);
+        await sentinel.fire(from);
+        expect(await there.next({ ordered: true })).toStrictEqual([RESOURCES, `${UPDATED} ${uri}`, TOOLS]);
+        expect(await bobThere.next()).toStrictEqual([]);
+
+        const id = uid('cluster-cancel');
+        const held = await watch(to, sentinel, alice, id, { toolsListChanged: true });
+        const res = await postCancel(from, alice, id);
+        expect(res.status).toBe(202);
+        expect(await held.subscription.ended).toBe('lost');
+      }
+    },
+    60_000,
+  );
+
+  clusterTest(
+    "the bus uses the cluster's sharded pub/sub, and the stats route shows its counters under `bus`",
+    async () => {
+      const [express, nest] = apps as [SampleApp, SampleApp];
+      const uri = `note://shared/${uid('sharded')}`;
+      await subscribe(nest, carol, uid('sharded'), { resourceSubscriptions: [uri], toolsListChanged: true });
+      // The instances' channels are shard channels (SSUBSCRIBE) on the masters, none a classic one.
+      const channels = await eventually(async () => {
+        const masters = cluster === undefined ? [] : await cluster.masters();
+        const perMaster = await Promise.all(masters.map((port) => cluster!.shardChannels(port, `${PREFIX}:*`)));
+        const all = perMaster.flat();
+        return all.length > 0 ? all : undefined;
+      }, 'shard channels of the samples on the masters');
+      if (channels === undefined) throw new Error('no shard channels');
+      for (const channel of channels) expect(channel.startsWith(`${PREFIX}:`)).toBe(true);
+      expect(channels).not.toContain(`${PREFIX}:bus`); // no first-release channel on a cluster
+
+      expect((await putNote(express, carol, uri, 'x')).status).toBe(201);
+      for (const app of [express, nest]) {
+        const stats = await app.api(alice, 'GET', '/api/subscriptions/stats');
+        expect(stats.status).toBe(200);
+        expect(stats.body?.bus?.connected).toBe(true);
+        for (const counter of ['published', 'received', 'dropped']) {
+          expect(typeof stats.body.bus[counter]).toBe('number');
+        }
+        expect(JSON.stringify(stats.body)).not.toContain('note://');
+      }
+      const sender = (await express.api(alice, 'GET', '/api/subscriptions/stats')).body.bus;
+      expect(sender.published).toBeGreaterThanOrEqual(1);
+    },
+    60_000,
+  );
+});
