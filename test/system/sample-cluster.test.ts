@@ -2,12 +2,13 @@
  * The samples on a Redis Cluster (`REDIS_CLUSTER`, the contract's seed nodes): an Express and a Nest
  * instance bridged over a real cluster of the test's own (3 masters, 3 replicas on loopback), black-box
  * as the contract suite. Events and cancellations cross between them, the stats route shows the bus's
- * counters, and the bus's channels are shard channels on the cluster's masters (sharded pub/sub), read
- * from the cluster itself.
+ * counters, the bus's channels are shard channels on the cluster's masters (sharded pub/sub), read
+ * from the cluster itself, and delivery resumes after `kill -9` of the master holding a followed
+ * note's channel.
  */
 import { afterAll, afterEach, beforeAll, describe, expect } from '@jest/globals';
 import { bearer } from '../helpers/bearer.ts';
-import { RedisCluster } from '../helpers/redis-cluster.ts';
+import { RedisCluster, slotOf } from '../helpers/redis-cluster.ts';
 import { ownRedisSkipReason } from '../helpers/redis.ts';
 import {
   eventually,
@@ -18,7 +19,7 @@ import {
   TOKENS,
   type SampleApp,
 } from '../helpers/sample-app.ts';
-import { Sentinel, watcher } from '../helpers/sentinel.ts';
+import { isUpdateOf, Sentinel, watcher } from '../helpers/sentinel.ts';
 import { testUnless } from '../helpers/skip.ts';
 import { warm } from '../helpers/two-instances.ts';
 import { uid } from '../helpers/uid.ts';
@@ -138,5 +139,48 @@ describe('REDIS_CLUSTER: the samples bridged over a Redis Cluster', () => {
       expect(sender.published).toBeGreaterThanOrEqual(1);
     },
     60_000,
+  );
+
+  // Last: it leaves the cluster with one master fewer.
+  clusterTest(
+    "kill -9 of the master holding a followed note's channel: once a replica took over, events cross again",
+    async () => {
+      const [express, nest] = apps as [SampleApp, SampleApp];
+      const live = cluster as RedisCluster;
+      const held = async (): Promise<Map<string, number>> => {
+        const where = new Map<string, number>();
+        for (const port of await live.masters()) {
+          for (const channel of await live.shardChannels(port, `${PREFIX}:*`)) where.set(channel, port);
+        }
+        return where;
+      };
+      const before = await held();
+      const uri = `note://shared/${uid('failover')}`;
+      const probe = await subscribe(nest, carol, uid('failover'), { resourceSubscriptions: [uri] });
+      // The channel the subscription added, and the master that holds it.
+      const [channel, master] = (await eventually(
+        async () => [...(await held())].find(([name]) => !before.has(name)),
+        "the followed note's shard channel",
+      ))!;
+      const resubscribesBefore = (await nest.api(alice, 'GET', '/api/subscriptions/stats')).body.bus.resubscribes;
+
+      await live.kill(master);
+      await live.failedOver(master, slotOf(channel));
+      await eventually(
+        async () => {
+          expect([200, 201]).toContain((await putNote(express, carol, uri, uid('after'))).status);
+          return probe.waitFor(isUpdateOf(uri), { timeoutMs: 250 }).then(
+            () => true,
+            () => false,
+          );
+        },
+        'an update published on the Express sample reaching the Nest sample after the failover',
+        { timeoutMs: 30_000, intervalMs: 100 },
+      );
+      const stats = (await nest.api(alice, 'GET', '/api/subscriptions/stats')).body.bus;
+      expect(stats.connected).toBe(true);
+      expect(stats.resubscribes).toBeGreaterThan(resubscribesBefore);
+    },
+    90_000,
   );
 });
