@@ -18,7 +18,7 @@
  */
 import { Redis } from 'ioredis';
 import { now } from '../../tools/shared/clock.ts';
-import { percentile } from '../../tools/shared/stats.ts';
+import { percentile, prng } from '../../tools/shared/stats.ts';
 import { closeAll, cpuBetween, openMany, publish, sleep, type StreamReader, usage, waitFor } from '../lib/client.ts';
 import type { Usage } from '../lib/control.ts';
 import { noteUri } from '../lib/wire.ts';
@@ -177,18 +177,6 @@ function rows(routing: string, p: Params): RowSpec[] {
   ];
 }
 
-/** A seeded generator (mulberry32): every run draws the same URIs and list changes. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** Redis's own counters from `INFO`: CPU in ms, output bytes, channels with a subscriber, calls per command. */
 async function redisInfo(
   redis: Redis,
@@ -256,7 +244,8 @@ async function runFleet(
   try {
     // Lets every node's subscriptions settle (interest routing subscribes before each ack: nothing to wait for).
     await sleep(500);
-    const draw = random(19);
+    // Seeded: every run draws the same URIs and list changes.
+    const draw = prng(19);
     const order = Array.from({ length: p.uris }, (_, i) => i);
 
     /** One round: every node publishes its share at once; returns what arrived. */
