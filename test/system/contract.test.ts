@@ -34,6 +34,7 @@ import {
   startSample,
   stopAllSamples,
   TOKENS,
+  withOwnRedis,
   type HttpAnswer,
   type McpAnswer,
   type SampleApp,
@@ -1301,60 +1302,59 @@ for (const kind of SAMPLES) {
     redisTest(
       'REDIS_URL: instances sharing one Redis each deliver every event, exactly once',
       async () => {
-        const redis = await startRedis();
-        if (redis === undefined) throw new Error('redis-server could not be started');
-        const [a, b] = await twoInstances(kind, redis.url);
-        try {
-          // Creating the sentinel is itself an event on every instance: wait until both instances have
-          // delivered both creations, so that none arrives late on the streams under test.
-          const sentinel = Sentinel.named(a);
-          const probes = await Promise.all(
-            [a, b].map((instance) =>
-              subscribe(instance, carol, uid('probe'), {
-                resourcesListChanged: true,
-                resourceSubscriptions: [sentinel.uri],
-              }),
-            ),
-          );
-          await sentinel.createOn(a, b);
-          for (const probe of probes) {
-            const seen: Record<string, number> = { [RESOURCES]: 0, [UPDATED]: 0 };
-            // Both sentinel creations: a list change and an update from each instance.
-            await probe.waitFor((n) => ++seen[n.method]! >= 2 && seen[RESOURCES]! >= 2 && seen[UPDATED]! >= 2, {
-              timeoutMs: 5000,
-            });
+        await withOwnRedis(async (redis) => {
+          const [a, b] = await twoInstances(kind, redis.url);
+          try {
+            // Creating the sentinel is itself an event on every instance: wait until both instances have
+            // delivered both creations, so that none arrives late on the streams under test.
+            const sentinel = Sentinel.named(a);
+            const probes = await Promise.all(
+              [a, b].map((instance) =>
+                subscribe(instance, carol, uid('probe'), {
+                  resourcesListChanged: true,
+                  resourceSubscriptions: [sentinel.uri],
+                }),
+              ),
+            );
+            await sentinel.createOn(a, b);
+            for (const probe of probes) {
+              const seen: Record<string, number> = { [RESOURCES]: 0, [UPDATED]: 0 };
+              // Both sentinel creations: a list change and an update from each instance.
+              await probe.waitFor((n) => ++seen[n.method]! >= 2 && seen[RESOURCES]! >= 2 && seen[UPDATED]! >= 2, {
+                timeoutMs: 5000,
+              });
+            }
+            const name = uid('bridged');
+            const uri = `note://alice/${name}`;
+            const filter = { toolsListChanged: true, resourcesListChanged: true, resourceSubscriptions: [uri] };
+            const onA = await watch(a, sentinel, alice, uid('on-a'), filter);
+            const onB = await watch(b, sentinel, alice, uid('on-b'), filter);
+            const bobOnB = await watch(b, sentinel, bob, uid('bob-on-b'), { resourceSubscriptions: [uri] });
+
+            expect((await putNote(a, alice, `note://alice/${name}`, 'x')).status).toBe(201);
+            await sentinel.fire(a);
+            expect(await onA.next()).toStrictEqual(sorted([RESOURCES, `${UPDATED} ${uri}`])); // published here
+            // published on the other instance
+            expect(await onB.next()).toStrictEqual(sorted([RESOURCES, `${UPDATED} ${uri}`]));
+            expect(await bobOnB.next()).toStrictEqual([]); // the read check still holds across instances
+
+            expect((await b.api(bob, 'POST', '/api/catalog/tools')).status).toBe(202);
+            await sentinel.fire(b);
+            expect(await onA.next()).toStrictEqual([TOOLS]); // published on the other instance
+            expect(await onB.next()).toStrictEqual([TOOLS]); // published here
+            expect(await bobOnB.next()).toStrictEqual([]);
+
+            // No echo: an instance does not get its own events back from Redis.
+            await sentinel.fire(a);
+            await sentinel.fire(b);
+            for (const watcher of [onA, onB]) {
+              expect(await watcher.next()).toStrictEqual([]);
+              expect(await watcher.next()).toStrictEqual([]);
+            }
+          } finally {
+            for (const app of [a, b]) await app.stop();
           }
-          const name = uid('bridged');
-          const uri = `note://alice/${name}`;
-          const filter = { toolsListChanged: true, resourcesListChanged: true, resourceSubscriptions: [uri] };
-          const onA = await watch(a, sentinel, alice, uid('on-a'), filter);
-          const onB = await watch(b, sentinel, alice, uid('on-b'), filter);
-          const bobOnB = await watch(b, sentinel, bob, uid('bob-on-b'), { resourceSubscriptions: [uri] });
-
-          expect((await putNote(a, alice, `note://alice/${name}`, 'x')).status).toBe(201);
-          await sentinel.fire(a);
-          expect(await onA.next()).toStrictEqual(sorted([RESOURCES, `${UPDATED} ${uri}`])); // published here
-          // published on the other instance
-          expect(await onB.next()).toStrictEqual(sorted([RESOURCES, `${UPDATED} ${uri}`]));
-          expect(await bobOnB.next()).toStrictEqual([]); // the read check still holds across instances
-
-          expect((await b.api(bob, 'POST', '/api/catalog/tools')).status).toBe(202);
-          await sentinel.fire(b);
-          expect(await onA.next()).toStrictEqual([TOOLS]); // published on the other instance
-          expect(await onB.next()).toStrictEqual([TOOLS]); // published here
-          expect(await bobOnB.next()).toStrictEqual([]);
-
-          // No echo: an instance does not get its own events back from Redis.
-          await sentinel.fire(a);
-          await sentinel.fire(b);
-          for (const watcher of [onA, onB]) {
-            expect(await watcher.next()).toStrictEqual([]);
-            expect(await watcher.next()).toStrictEqual([]);
-          }
-        } finally {
-          for (const app of [a, b]) await app.stop();
-          await redis.stop();
-        }
+        });
       },
       // Two samples and a redis-server to start: give a slow start the time to report its own error.
       90_000,
@@ -1363,31 +1363,30 @@ for (const kind of SAMPLES) {
     redisTest(
       "REDIS_URL: GET /api/subscriptions/stats shows the bus's counters under `bus`, counts only",
       async () => {
-        const redis = await startRedis();
-        if (redis === undefined) throw new Error('redis-server could not be started');
-        const [a, b] = await twoInstances(kind, redis.url);
-        try {
-          // The warm-up creates a note on each instance that a stream on the other follows: each
-          // instance has published, and received from the other.
-          const probes = await warm(a, b, subscribe);
-          for (const instance of [a, b]) {
-            const stats = await instance.api(alice, 'GET', '/api/subscriptions/stats');
-            expect(stats.status).toBe(200);
-            const bus = stats.body?.bus;
-            expect(bus?.connected).toBe(true);
-            for (const counter of ['published', 'received', 'dropped']) expect(typeof bus?.[counter]).toBe('number');
-            expect(bus.published).toBeGreaterThanOrEqual(1);
-            expect(bus.received).toBeGreaterThanOrEqual(1);
-            expect(bus.dropped).toBe(0);
-            const text = JSON.stringify(stats.body);
-            for (const secret of ['alice', 'bob', 'carol', 'note://', 'warm', probes[0]!.id]) {
-              expect({ secret, leaked: text.includes(String(secret)) }).toStrictEqual({ secret, leaked: false });
+        await withOwnRedis(async (redis) => {
+          const [a, b] = await twoInstances(kind, redis.url);
+          try {
+            // The warm-up creates a note on each instance that a stream on the other follows: each
+            // instance has published, and received from the other.
+            const probes = await warm(a, b, subscribe);
+            for (const instance of [a, b]) {
+              const stats = await instance.api(alice, 'GET', '/api/subscriptions/stats');
+              expect(stats.status).toBe(200);
+              const bus = stats.body?.bus;
+              expect(bus?.connected).toBe(true);
+              for (const counter of ['published', 'received', 'dropped']) expect(typeof bus?.[counter]).toBe('number');
+              expect(bus.published).toBeGreaterThanOrEqual(1);
+              expect(bus.received).toBeGreaterThanOrEqual(1);
+              expect(bus.dropped).toBe(0);
+              const text = JSON.stringify(stats.body);
+              for (const secret of ['alice', 'bob', 'carol', 'note://', 'warm', probes[0]!.id]) {
+                expect({ secret, leaked: text.includes(String(secret)) }).toStrictEqual({ secret, leaked: false });
+              }
             }
+          } finally {
+            await Promise.all([a.stop(), b.stop()]);
           }
-        } finally {
-          await Promise.all([a.stop(), b.stop()]);
-          await redis.stop();
-        }
+        });
       },
       90_000,
     );
@@ -1395,17 +1394,16 @@ for (const kind of SAMPLES) {
     redisTest(
       'REDIS_URL: notifications/cancelled sent to the other instance ends the stream; another principal’s does not',
       async () => {
-        const redis = await startRedis();
-        if (redis === undefined) throw new Error('redis-server could not be started');
-        const [a, b] = await twoInstances(kind, redis.url);
-        try {
-          const sentinel = await Sentinel.create(a, b);
-          await warm(a, b, subscribe);
-          await expectCancelAcross(watch, sentinel, a, b, { othersFirst: { fireVia: a } });
-        } finally {
-          await Promise.all([a.stop(), b.stop()]);
-          await redis.stop();
-        }
+        await withOwnRedis(async (redis) => {
+          const [a, b] = await twoInstances(kind, redis.url);
+          try {
+            const sentinel = await Sentinel.create(a, b);
+            await warm(a, b, subscribe);
+            await expectCancelAcross(watch, sentinel, a, b, { othersFirst: { fireVia: a } });
+          } finally {
+            await Promise.all([a.stop(), b.stop()]);
+          }
+        });
       },
       90_000,
     );
