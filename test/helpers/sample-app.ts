@@ -416,6 +416,20 @@ export async function startRedis({
   };
 }
 
+/**
+ * Runs `test` with a redis-server of its own ({@link startRedis}), stopped once `test` is done, whatever
+ * its outcome. A test that needs Redis fails, rather than skips, when redis-server cannot be started.
+ */
+export async function withOwnRedis<T>(test: (redis: RedisServer) => Promise<T>): Promise<T> {
+  const redis = await startRedis();
+  if (redis === undefined) throw new Error('redis-server could not be started');
+  try {
+    return await test(redis);
+  } finally {
+    await redis.stop();
+  }
+}
+
 /** POSTs `notifications/cancelled` for listen `id` as the holder of `token` (spec §4); the raw answer. */
 export function postCancel(app: Pick<SampleApp, 'url'>, token: string, id: string | number): Promise<Response> {
   return fetch(app.url, {

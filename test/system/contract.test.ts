@@ -12,6 +12,17 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { spawn } from 'node:child_process';
 import { bearer } from '../helpers/bearer.ts';
+import {
+  ACK,
+  expectCancelAcross,
+  listenClients,
+  PROMPTS,
+  RESOURCES,
+  TASK,
+  TOOLS,
+  untilDelivered,
+  UPDATED,
+} from '../helpers/listen-clients.ts';
 import { ownRedisSkipReason } from '../helpers/redis.ts';
 import {
   eventually,
@@ -23,16 +34,16 @@ import {
   startSample,
   stopAllSamples,
   TOKENS,
+  withOwnRedis,
   type HttpAnswer,
   type McpAnswer,
   type SampleApp,
 } from '../helpers/sample-app.ts';
-import { describeMessage, isUpdateOf, Sentinel, watcher } from '../helpers/sentinel.ts';
+import { describeMessage, Sentinel, watcher } from '../helpers/sentinel.ts';
 import { testUnless } from '../helpers/skip.ts';
 import { listenBody, listenHeaders, post, TASKS_META, type SseStream } from '../helpers/sse.ts';
 import { twoInstances, warm } from '../helpers/two-instances.ts';
 import { uid } from '../helpers/uid.ts';
-import { listen, type ListenFilter, type ListenSubscription } from 'mcp-subscriptions/client';
 
 const SAMPLES = ['express', 'nest'] as const;
 
@@ -45,43 +56,10 @@ const redisTest = testUnless(ownRedisSkipReason('the REDIS_URL rows'));
 const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
 const TASKS = 'io.modelcontextprotocol/tasks';
 
-const ACK = 'notifications/subscriptions/acknowledged';
-const TOOLS = 'notifications/tools/list_changed';
-const PROMPTS = 'notifications/prompts/list_changed';
-const RESOURCES = 'notifications/resources/list_changed';
-const UPDATED = 'notifications/resources/updated';
-const TASK = 'notifications/tasks';
-
 const { alice, bob, carol } = TOKENS;
 
 /** Streams opened by the current test; closed (the client hangs up) after it. */
 const streams: SseStream[] = [];
-/**
- * Subscriptions opened by the current test with the listen client, each with what cancels it; ended
- * after the test.
- */
-const subscriptions: { subscription: ListenSubscription; cancel: (() => Promise<Response>) | undefined }[] = [];
-
-/**
- * Ends the current test's subscriptions. A principal's is cancelled by the server (its
- * `notifications/cancelled`) rather than closed by the client: a stream the client aborts leaves Node's
- * fetch a spare connection (nodejs/undici#5845) that the sample's graceful shutdown would wait for.
- */
-async function endSubscriptions(): Promise<void> {
-  await Promise.all(
-    subscriptions.splice(0).map(async ({ subscription, cancel }) => {
-      if (subscription.endReason === undefined && cancel !== undefined) {
-        try {
-          await (await cancel()).text();
-          await Promise.race([subscription.ended, new Promise((resolve) => setTimeout(resolve, 2000))]);
-        } catch {
-          // The instance is gone: close() below is all there is to do.
-        }
-      }
-      await subscription.close();
-    }),
-  );
-}
 
 afterAll(stopAllSamples);
 
@@ -117,20 +95,14 @@ async function openStream(
 }
 
 /**
- * Opens a listen stream with the listen client, for a test that reads its notifications. The buffer is
+ * Opens a listen stream with the listen client, for a test that reads its notifications, and ends it
+ * after the test (`endSubscriptions`): a principal's is cancelled by the server (its
+ * `notifications/cancelled`) rather than closed by the client, as the samples' graceful shutdown would
+ * wait for the spare connection an aborted fetch leaves (test/helpers/listen-clients.ts). The buffer is
  * far above what any test sends between two reads: a contract test must see every notification, and
  * `Watch.next()` checks that none was dropped.
  */
-async function subscribe(
-  app: SampleApp,
-  token: string | undefined,
-  id: string | number,
-  filter: ListenFilter,
-): Promise<ListenSubscription> {
-  const subscription = await listen(app.url, filter, { headers: bearer(token), id, maxBuffer: 10_000 });
-  subscriptions.push({ subscription, cancel: token === undefined ? undefined : () => postCancel(app, token, id) });
-  return subscription;
-}
+const { subscribe, endAll: endSubscriptions } = listenClients({ maxBuffer: 10_000, end: 'cancel' });
 
 /** A response that is not a stream: waits for its end and parses its JSON body. */
 async function refusal(stream: SseStream): Promise<{ status: number; contentType: string; json: any }> {
@@ -1330,60 +1302,59 @@ for (const kind of SAMPLES) {
     redisTest(
       'REDIS_URL: instances sharing one Redis each deliver every event, exactly once',
       async () => {
-        const redis = await startRedis();
-        if (redis === undefined) throw new Error('redis-server could not be started');
-        const [a, b] = await twoInstances(kind, redis.url);
-        try {
-          // Creating the sentinel is itself an event on every instance: wait until both instances have
-          // delivered both creations, so that none arrives late on the streams under test.
-          const sentinel = Sentinel.named(a);
-          const probes = await Promise.all(
-            [a, b].map((instance) =>
-              subscribe(instance, carol, uid('probe'), {
-                resourcesListChanged: true,
-                resourceSubscriptions: [sentinel.uri],
-              }),
-            ),
-          );
-          await sentinel.createOn(a, b);
-          for (const probe of probes) {
-            const seen: Record<string, number> = { [RESOURCES]: 0, [UPDATED]: 0 };
-            // Both sentinel creations: a list change and an update from each instance.
-            await probe.waitFor((n) => ++seen[n.method]! >= 2 && seen[RESOURCES]! >= 2 && seen[UPDATED]! >= 2, {
-              timeoutMs: 5000,
-            });
+        await withOwnRedis(async (redis) => {
+          const [a, b] = await twoInstances(kind, redis.url);
+          try {
+            // Creating the sentinel is itself an event on every instance: wait until both instances have
+            // delivered both creations, so that none arrives late on the streams under test.
+            const sentinel = Sentinel.named(a);
+            const probes = await Promise.all(
+              [a, b].map((instance) =>
+                subscribe(instance, carol, uid('probe'), {
+                  resourcesListChanged: true,
+                  resourceSubscriptions: [sentinel.uri],
+                }),
+              ),
+            );
+            await sentinel.createOn(a, b);
+            for (const probe of probes) {
+              const seen: Record<string, number> = { [RESOURCES]: 0, [UPDATED]: 0 };
+              // Both sentinel creations: a list change and an update from each instance.
+              await probe.waitFor((n) => ++seen[n.method]! >= 2 && seen[RESOURCES]! >= 2 && seen[UPDATED]! >= 2, {
+                timeoutMs: 5000,
+              });
+            }
+            const name = uid('bridged');
+            const uri = `note://alice/${name}`;
+            const filter = { toolsListChanged: true, resourcesListChanged: true, resourceSubscriptions: [uri] };
+            const onA = await watch(a, sentinel, alice, uid('on-a'), filter);
+            const onB = await watch(b, sentinel, alice, uid('on-b'), filter);
+            const bobOnB = await watch(b, sentinel, bob, uid('bob-on-b'), { resourceSubscriptions: [uri] });
+
+            expect((await putNote(a, alice, `note://alice/${name}`, 'x')).status).toBe(201);
+            await sentinel.fire(a);
+            expect(await onA.next()).toStrictEqual(sorted([RESOURCES, `${UPDATED} ${uri}`])); // published here
+            // published on the other instance
+            expect(await onB.next()).toStrictEqual(sorted([RESOURCES, `${UPDATED} ${uri}`]));
+            expect(await bobOnB.next()).toStrictEqual([]); // the read check still holds across instances
+
+            expect((await b.api(bob, 'POST', '/api/catalog/tools')).status).toBe(202);
+            await sentinel.fire(b);
+            expect(await onA.next()).toStrictEqual([TOOLS]); // published on the other instance
+            expect(await onB.next()).toStrictEqual([TOOLS]); // published here
+            expect(await bobOnB.next()).toStrictEqual([]);
+
+            // No echo: an instance does not get its own events back from Redis.
+            await sentinel.fire(a);
+            await sentinel.fire(b);
+            for (const watcher of [onA, onB]) {
+              expect(await watcher.next()).toStrictEqual([]);
+              expect(await watcher.next()).toStrictEqual([]);
+            }
+          } finally {
+            for (const app of [a, b]) await app.stop();
           }
-          const name = uid('bridged');
-          const uri = `note://alice/${name}`;
-          const filter = { toolsListChanged: true, resourcesListChanged: true, resourceSubscriptions: [uri] };
-          const onA = await watch(a, sentinel, alice, uid('on-a'), filter);
-          const onB = await watch(b, sentinel, alice, uid('on-b'), filter);
-          const bobOnB = await watch(b, sentinel, bob, uid('bob-on-b'), { resourceSubscriptions: [uri] });
-
-          expect((await putNote(a, alice, `note://alice/${name}`, 'x')).status).toBe(201);
-          await sentinel.fire(a);
-          expect(await onA.next()).toStrictEqual(sorted([RESOURCES, `${UPDATED} ${uri}`])); // published here
-          // published on the other instance
-          expect(await onB.next()).toStrictEqual(sorted([RESOURCES, `${UPDATED} ${uri}`]));
-          expect(await bobOnB.next()).toStrictEqual([]); // the read check still holds across instances
-
-          expect((await b.api(bob, 'POST', '/api/catalog/tools')).status).toBe(202);
-          await sentinel.fire(b);
-          expect(await onA.next()).toStrictEqual([TOOLS]); // published on the other instance
-          expect(await onB.next()).toStrictEqual([TOOLS]); // published here
-          expect(await bobOnB.next()).toStrictEqual([]);
-
-          // No echo: an instance does not get its own events back from Redis.
-          await sentinel.fire(a);
-          await sentinel.fire(b);
-          for (const watcher of [onA, onB]) {
-            expect(await watcher.next()).toStrictEqual([]);
-            expect(await watcher.next()).toStrictEqual([]);
-          }
-        } finally {
-          for (const app of [a, b]) await app.stop();
-          await redis.stop();
-        }
+        });
       },
       // Two samples and a redis-server to start: give a slow start the time to report its own error.
       90_000,
@@ -1392,31 +1363,30 @@ for (const kind of SAMPLES) {
     redisTest(
       "REDIS_URL: GET /api/subscriptions/stats shows the bus's counters under `bus`, counts only",
       async () => {
-        const redis = await startRedis();
-        if (redis === undefined) throw new Error('redis-server could not be started');
-        const [a, b] = await twoInstances(kind, redis.url);
-        try {
-          // The warm-up creates a note on each instance that a stream on the other follows: each
-          // instance has published, and received from the other.
-          const probes = await warm(a, b, subscribe);
-          for (const instance of [a, b]) {
-            const stats = await instance.api(alice, 'GET', '/api/subscriptions/stats');
-            expect(stats.status).toBe(200);
-            const bus = stats.body?.bus;
-            expect(bus?.connected).toBe(true);
-            for (const counter of ['published', 'received', 'dropped']) expect(typeof bus?.[counter]).toBe('number');
-            expect(bus.published).toBeGreaterThanOrEqual(1);
-            expect(bus.received).toBeGreaterThanOrEqual(1);
-            expect(bus.dropped).toBe(0);
-            const text = JSON.stringify(stats.body);
-            for (const secret of ['alice', 'bob', 'carol', 'note://', 'warm', probes[0]!.id]) {
-              expect({ secret, leaked: text.includes(String(secret)) }).toStrictEqual({ secret, leaked: false });
+        await withOwnRedis(async (redis) => {
+          const [a, b] = await twoInstances(kind, redis.url);
+          try {
+            // The warm-up creates a note on each instance that a stream on the other follows: each
+            // instance has published, and received from the other.
+            const probes = await warm(a, b, subscribe);
+            for (const instance of [a, b]) {
+              const stats = await instance.api(alice, 'GET', '/api/subscriptions/stats');
+              expect(stats.status).toBe(200);
+              const bus = stats.body?.bus;
+              expect(bus?.connected).toBe(true);
+              for (const counter of ['published', 'received', 'dropped']) expect(typeof bus?.[counter]).toBe('number');
+              expect(bus.published).toBeGreaterThanOrEqual(1);
+              expect(bus.received).toBeGreaterThanOrEqual(1);
+              expect(bus.dropped).toBe(0);
+              const text = JSON.stringify(stats.body);
+              for (const secret of ['alice', 'bob', 'carol', 'note://', 'warm', probes[0]!.id]) {
+                expect({ secret, leaked: text.includes(String(secret)) }).toStrictEqual({ secret, leaked: false });
+              }
             }
+          } finally {
+            await Promise.all([a.stop(), b.stop()]);
           }
-        } finally {
-          await Promise.all([a.stop(), b.stop()]);
-          await redis.stop();
-        }
+        });
       },
       90_000,
     );
@@ -1424,26 +1394,16 @@ for (const kind of SAMPLES) {
     redisTest(
       'REDIS_URL: notifications/cancelled sent to the other instance ends the stream; another principal’s does not',
       async () => {
-        const redis = await startRedis();
-        if (redis === undefined) throw new Error('redis-server could not be started');
-        const [a, b] = await twoInstances(kind, redis.url);
-        try {
-          const sentinel = await Sentinel.create(a, b);
-          await warm(a, b, subscribe);
-          const id = uid('cross-cancel');
-          const watcher = await watch(a, sentinel, alice, id, { toolsListChanged: true });
-          // Bob names alice's id on the other instance: her stream goes on.
-          await (await postCancel(b, bob, id)).text();
-          await sentinel.fire(a);
-          expect(await watcher.next()).toStrictEqual([]);
-          // Alice's own cancel, received by the instance that does not hold her stream, ends it there.
-          const res = await postCancel(b, alice, id);
-          expect(res.status).toBe(202);
-          expect(await watcher.subscription.ended).toBe('lost'); // a cancelled stream gets no result
-        } finally {
-          await Promise.all([a.stop(), b.stop()]);
-          await redis.stop();
-        }
+        await withOwnRedis(async (redis) => {
+          const [a, b] = await twoInstances(kind, redis.url);
+          try {
+            const sentinel = await Sentinel.create(a, b);
+            await warm(a, b, subscribe);
+            await expectCancelAcross(watch, sentinel, a, b, { othersFirst: { fireVia: a } });
+          } finally {
+            await Promise.all([a.stop(), b.stop()]);
+          }
+        });
       },
       90_000,
     );
@@ -1471,17 +1431,14 @@ for (const kind of SAMPLES) {
           restarted = await startRedis({ port: redis.port });
           if (restarted === undefined) throw new Error('redis-server could not be restarted');
           // Once both instances are back on Redis, a change on b reaches the stream on a again.
-          await eventually(
-            async () => {
-              // Each instance keeps its own notes: the first write on b creates it there.
-              expect([200, 201]).toContain((await putNote(b, alice, `note://alice/${name}`, uid('after'))).status);
-              return onA.subscription.waitFor(isUpdateOf(uri), { timeoutMs: 100 }).then(
-                () => true,
-                () => false,
-              );
-            },
+          // Each instance keeps its own notes: the first write on b creates it there.
+          await untilDelivered(
+            b,
+            alice,
+            uri,
+            onA.subscription,
             'an update published on b reaching the stream on a after the restart',
-            { timeoutMs: 30_000, intervalMs: 200 },
+            { waitMs: 100, timeoutMs: 30_000, intervalMs: 200 },
           );
         } finally {
           await Promise.all([a.stop(), b.stop()]);

@@ -15,17 +15,24 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect } from '@jest/globals';
 import { Redis } from 'ioredis';
-import { bearer } from '../helpers/bearer.ts';
 import { firstRelease, type ReleaseTree } from '../helpers/first-release.ts';
+import {
+  expectCancelAcross,
+  listenClients,
+  RESOURCES,
+  SAMPLE_PREFIX as PREFIX,
+  TOOLS,
+  untilDelivered,
+  UPDATED,
+} from '../helpers/listen-clients.ts';
 import { ownRedisSkipReason } from '../helpers/redis.ts';
 import {
   eventually,
-  postCancel,
   putNote,
-  startRedis,
   startSample,
   stopAllSamples,
   TOKENS,
+  withOwnRedis,
   type RedisServer,
   type SampleApp,
   type SampleKind,
@@ -33,41 +40,19 @@ import {
 import { isUpdateOf, Sentinel, watcher } from '../helpers/sentinel.ts';
 import { testUnless } from '../helpers/skip.ts';
 import { uid } from '../helpers/uid.ts';
-import { listen, type ListenFilter, type ListenSubscription } from 'mcp-subscriptions/client';
+import type { ListenSubscription } from 'mcp-subscriptions/client';
 
 const redisTest = testUnless(ownRedisSkipReason('the rolling-upgrade suite'));
 
 const { alice, bob, carol } = TOKENS;
 
-const TOOLS = 'notifications/tools/list_changed';
-const RESOURCES = 'notifications/resources/list_changed';
-const UPDATED = 'notifications/resources/updated';
-
-/** The samples' channel prefix (sample-app/shared/bus.ts, the same in both releases). */
-const PREFIX = 'mcp-subscriptions-sample';
 /** The first release's one channel, which new nodes keep serving while first-release nodes are present. */
 const LEGACY_CHANNEL = `${PREFIX}:bus`;
 /** The node ids of the v1 copies a new node writes, so that other new nodes skip them. */
 const COPY_NODE = /^~2~/;
 
 /** Subscriptions the current test opened; closed after it. */
-const subscriptions: ListenSubscription[] = [];
-
-async function subscribe(
-  app: SampleApp,
-  token: string | undefined,
-  id: string | number,
-  filter: ListenFilter,
-): Promise<ListenSubscription> {
-  const subscription = await listen(app.url, filter, {
-    headers: bearer(token),
-    id,
-    maxBuffer: 100_000,
-  });
-  subscriptions.push(subscription);
-  return subscription;
-}
-
+const { subscribe, endAll } = listenClients({ maxBuffer: 100_000 });
 const watch = watcher(subscribe);
 
 let release: ReleaseTree;
@@ -77,9 +62,7 @@ beforeAll(() => {
   release = firstRelease();
 });
 
-afterEach(async () => {
-  await Promise.all(subscriptions.splice(0).map((subscription) => subscription.close()));
-});
+afterEach(endAll);
 
 afterAll(stopAllSamples);
 
@@ -104,16 +87,17 @@ function startCurrent(redis: RedisServer, kind: SampleKind = 'express'): Promise
 async function crossing(from: SampleApp, to: SampleApp): Promise<void> {
   const uri = `note://shared/${uid('crossing')}`;
   const probe = await subscribe(to, carol, uid('crossing'), { resourceSubscriptions: [uri] });
-  await eventually(
-    async () => {
-      expect([200, 201]).toContain((await putNote(from, carol, uri, uid('probe'))).status);
-      return probe.waitFor(isUpdateOf(uri), { timeoutMs: 250 }).then(
-        () => true,
-        () => false,
-      );
-    },
+  await untilDelivered(
+    from,
+    carol,
+    uri,
+    probe,
     `an event published on ${from.baseUrl} reaching a stream on ${to.baseUrl}`,
-    { timeoutMs: 15_000, intervalMs: 0 },
+    {
+      waitMs: 250,
+      timeoutMs: 15_000,
+      intervalMs: 0,
+    },
   );
   await probe.close();
 }
@@ -196,69 +180,72 @@ describe('rolling upgrade: first-release nodes and current nodes on one Redis', 
       redisTest(
         'each node delivers the events published on the other, once each and in order, and each release writes its own wire',
         async () => {
-          const redis = await startRedis();
-          if (redis === undefined) throw new Error('redis-server could not be started');
-          const log = await PublishLog.start(redis);
-          const [old, current] = await Promise.all([startFirstRelease(redis), startCurrent(redis, kind)]);
-          try {
-            const sentinels = {
-              old: await Sentinel.create(old, current),
-              current: await Sentinel.create(current, old),
-            };
-            await crossing(old, current);
-            await crossing(current, old);
+          await withOwnRedis(async (redis) => {
+            const log = await PublishLog.start(redis);
+            const [old, current] = await Promise.all([startFirstRelease(redis), startCurrent(redis, kind)]);
+            try {
+              const sentinels = {
+                old: await Sentinel.create(old, current),
+                current: await Sentinel.create(current, old),
+              };
+              await crossing(old, current);
+              await crossing(current, old);
 
-            for (const [from, to, sentinel] of [
-              [old, current, sentinels.old],
-              [current, old, sentinels.current],
-            ] as const) {
-              const name = uid('cross');
-              const uri = `note://alice/${name}`;
-              const filter = { toolsListChanged: true, resourcesListChanged: true, resourceSubscriptions: [uri] };
-              const there = await watch(to, sentinel, alice, uid('there'), filter);
-              const here = await watch(from, sentinel, alice, uid('here'), filter);
-              const bobThere = await watch(to, sentinel, bob, uid('bob-there'), { resourceSubscriptions: [uri] });
+              for (const [from, to, sentinel] of [
+                [old, current, sentinels.old],
+                [current, old, sentinels.current],
+              ] as const) {
+                const name = uid('cross');
+                const uri = `note://alice/${name}`;
+                const filter = { toolsListChanged: true, resourcesListChanged: true, resourceSubscriptions: [uri] };
+                const there = await watch(to, sentinel, alice, uid('there'), filter);
+                const here = await watch(from, sentinel, alice, uid('here'), filter);
+                const bobThere = await watch(to, sentinel, bob, uid('bob-there'), { resourceSubscriptions: [uri] });
 
-              expect((await putNote(from, alice, uri, 'one')).status).toBe(201);
-              expect((await from.api(carol, 'POST', '/api/catalog/tools')).status).toBe(202);
-              expect((await putNote(from, alice, uri, 'two')).status).toBe(200);
-              expect((await from.api(carol, 'POST', '/api/catalog/resources')).status).toBe(202);
-              expect((await from.api(alice, 'DELETE', `/api/notes/alice/${name}`)).status).toBe(204);
-              await sentinel.fire(from);
+                expect((await putNote(from, alice, uri, 'one')).status).toBe(201);
+                expect((await from.api(carol, 'POST', '/api/catalog/tools')).status).toBe(202);
+                expect((await putNote(from, alice, uri, 'two')).status).toBe(200);
+                expect((await from.api(carol, 'POST', '/api/catalog/resources')).status).toBe(202);
+                expect((await from.api(alice, 'DELETE', `/api/notes/alice/${name}`)).status).toBe(204);
+                await sentinel.fire(from);
 
-              // The note's create emits the list change before the update (sample-app/shared/notes-service.ts).
-              const published = [
-                RESOURCES,
-                `${UPDATED} ${uri}`,
-                TOOLS,
-                `${UPDATED} ${uri}`,
-                RESOURCES,
-                RESOURCES,
-                `${UPDATED} ${uri}`,
-              ];
-              expect(await there.next({ ordered: true })).toStrictEqual(published);
-              expect(await here.next({ ordered: true })).toStrictEqual(published);
-              expect(await bobThere.next()).toStrictEqual([]); // the read check holds across releases
+                // The note's create emits the list change before the update (sample-app/shared/notes-service.ts).
+                const published = [
+                  RESOURCES,
+                  `${UPDATED} ${uri}`,
+                  TOOLS,
+                  `${UPDATED} ${uri}`,
+                  RESOURCES,
+                  RESOURCES,
+                  `${UPDATED} ${uri}`,
+                ];
+                expect(await there.next({ ordered: true })).toStrictEqual(published);
+                expect(await here.next({ ordered: true })).toStrictEqual(published);
+                expect(await bobThere.next()).toStrictEqual([]); // the read check holds across releases
+              }
+
+              // Each release wrote its own wire: the first release v1 on its channel, the current one v2
+              // elsewhere, plus v1 copies (node ids `~2~…`) on the first release's channel for its nodes.
+              await log.sync();
+              const byOld = log.entries.filter(
+                (entry) => entry.message?.v === 1 && !COPY_NODE.test(entry.message.node),
+              );
+              const oldNodes = new Set(byOld.map((entry) => entry.message.node as string));
+              expect(oldNodes.size).toBe(1);
+              expect(new Set(byOld.map((entry) => entry.channel))).toStrictEqual(new Set([LEGACY_CHANNEL]));
+              const v2 = log.entries.filter((entry) => entry.message?.v === 2);
+              expect(v2.length).toBeGreaterThan(0);
+              for (const entry of v2) expect(entry.channel.startsWith(`${PREFIX}:2:`)).toBe(true);
+              const copies = log.entries.filter(
+                (entry) => entry.message?.v === 1 && COPY_NODE.test(entry.message.node),
+              );
+              expect(copies.length).toBeGreaterThan(0);
+              for (const entry of copies) expect(entry.channel).toBe(LEGACY_CHANNEL);
+            } finally {
+              await Promise.all([old.stop(), current.stop()]);
+              await log.close();
             }
-
-            // Each release wrote its own wire: the first release v1 on its channel, the current one v2
-            // elsewhere, plus v1 copies (node ids `~2~…`) on the first release's channel for its nodes.
-            await log.sync();
-            const byOld = log.entries.filter((entry) => entry.message?.v === 1 && !COPY_NODE.test(entry.message.node));
-            const oldNodes = new Set(byOld.map((entry) => entry.message.node as string));
-            expect(oldNodes.size).toBe(1);
-            expect(new Set(byOld.map((entry) => entry.channel))).toStrictEqual(new Set([LEGACY_CHANNEL]));
-            const v2 = log.entries.filter((entry) => entry.message?.v === 2);
-            expect(v2.length).toBeGreaterThan(0);
-            for (const entry of v2) expect(entry.channel.startsWith(`${PREFIX}:2:`)).toBe(true);
-            const copies = log.entries.filter((entry) => entry.message?.v === 1 && COPY_NODE.test(entry.message.node));
-            expect(copies.length).toBeGreaterThan(0);
-            for (const entry of copies) expect(entry.channel).toBe(LEGACY_CHANNEL);
-          } finally {
-            await Promise.all([old.stop(), current.stop()]);
-            await log.close();
-            await redis.stop();
-          }
+          });
         },
         120_000,
       );
@@ -266,32 +253,23 @@ describe('rolling upgrade: first-release nodes and current nodes on one Redis', 
       redisTest(
         'notifications/cancelled sent to one node ends the stream held on the other; another principal’s does not',
         async () => {
-          const redis = await startRedis();
-          if (redis === undefined) throw new Error('redis-server could not be started');
-          const [old, current] = await Promise.all([startFirstRelease(redis), startCurrent(redis, kind)]);
-          try {
-            const sentinel = await Sentinel.create(old, current);
-            await crossing(old, current);
-            await crossing(current, old);
-            for (const [holder, other] of [
-              [old, current],
-              [current, old],
-            ] as const) {
-              const id = uid('cross-cancel');
-              const held = await watch(holder, sentinel, alice, id, { toolsListChanged: true });
-              // Bob names alice's id on the other node: her stream goes on.
-              await (await postCancel(other, bob, id)).text();
-              await sentinel.fire(other);
-              expect(await held.next()).toStrictEqual([]);
-              // Alice's own cancel, sent to the node that does not hold her stream, ends it there.
-              const res = await postCancel(other, alice, id);
-              expect(res.status).toBe(202);
-              expect(await held.subscription.ended).toBe('lost'); // a cancelled stream gets no result
+          await withOwnRedis(async (redis) => {
+            const [old, current] = await Promise.all([startFirstRelease(redis), startCurrent(redis, kind)]);
+            try {
+              const sentinel = await Sentinel.create(old, current);
+              await crossing(old, current);
+              await crossing(current, old);
+              for (const [holder, other] of [
+                [old, current],
+                [current, old],
+              ] as const) {
+                // Bob's cancel naming alice's id, sent to the other node, is checked through it.
+                await expectCancelAcross(watch, sentinel, holder, other, { othersFirst: { fireVia: other } });
+              }
+            } finally {
+              await Promise.all([old.stop(), current.stop()]);
             }
-          } finally {
-            await Promise.all([old.stop(), current.stop()]);
-            await redis.stop();
-          }
+          });
         },
         120_000,
       );
@@ -301,96 +279,78 @@ describe('rolling upgrade: first-release nodes and current nodes on one Redis', 
   redisTest(
     'a deploy replacing two first-release nodes one by one loses no event on the streams that stay open; then the v1 copies stop',
     async () => {
-      const redis = await startRedis();
-      if (redis === undefined) throw new Error('redis-server could not be started');
-      const log = await PublishLog.start(redis);
-      const deploy = new Deploy(uid('roll'));
-      const nodes: SampleApp[] = [];
-      try {
-        const [old1, old2] = await Promise.all([startFirstRelease(redis), startFirstRelease(redis)]);
-        nodes.push(old1, old2);
-        deploy.addNode('old1', old1);
-        deploy.addNode('old2', old2);
-        const onOld1 = await deploy.openStream('old1', old1);
-        const onOld2 = await deploy.openStream('old2', old2);
-        const publishing = deploy.publish();
+      await withOwnRedis(async (redis) => {
+        const log = await PublishLog.start(redis);
+        const deploy = new Deploy(uid('roll'));
+        try {
+          const [old1, old2] = await Promise.all([startFirstRelease(redis), startFirstRelease(redis)]);
+          deploy.nodes.push(old1, old2);
+          const onOld1 = await deploy.join('old1', old1);
+          const onOld2 = await deploy.join('old2', old2);
+          const publishing = deploy.publish();
 
-        // Node 1: a current node joins the load balancer as soon as it listens; then node 1 leaves it,
-        // finishes its requests, and stops.
-        await deploy.published(20);
-        const new1 = await startCurrent(redis);
-        nodes.push(new1);
-        deploy.addNode('new1', new1);
-        // It counted the first-release nodes before saying it was connected (and so before listening).
-        expect(await legacyNodes(new1)).toBe(2);
-        const onNew1 = await deploy.openStream('new1', new1);
-        await deploy.published(20);
-        await deploy.retire('old1', onOld1);
-        expect(await old1.stop()).toBe(0);
-        await eventually(async () => (await legacyNodes(new1)) === 1, 'new1 to count one first-release node');
+          // Node 1: a current node joins the load balancer as soon as it listens; then node 1 leaves it,
+          // finishes its requests, and stops.
+          const new1 = await deploy.launch(() => startCurrent(redis));
+          const onNew1 = await deploy.join('new1', new1);
+          // It counted the first-release nodes before saying it was connected (and so before listening).
+          expect(await legacyNodes(new1)).toBe(2);
+          await deploy.leave('old1', old1, onOld1);
+          await eventually(async () => (await legacyNodes(new1)) === 1, 'new1 to count one first-release node');
 
-        // Node 2, likewise.
-        await deploy.published(20);
-        const new2 = await startCurrent(redis);
-        nodes.push(new2);
-        deploy.addNode('new2', new2);
-        expect(await legacyNodes(new2)).toBe(1);
-        const onNew2 = await deploy.openStream('new2', new2);
-        await deploy.published(20);
-        await deploy.retire('old2', onOld2);
-        expect(await old2.stop()).toBe(0);
-        for (const node of [new1, new2]) {
-          await eventually(async () => (await legacyNodes(node)) === 0, 'no first-release node counted any more');
-        }
+          // Node 2, likewise.
+          const new2 = await deploy.launch(() => startCurrent(redis));
+          const onNew2 = await deploy.join('new2', new2);
+          expect(await legacyNodes(new2)).toBe(1);
+          await deploy.leave('old2', old2, onOld2);
+          for (const node of [new1, new2]) {
+            await eventually(async () => (await legacyNodes(node)) === 0, 'no first-release node counted any more');
+          }
 
-        await deploy.published(20);
-        await deploy.stop(publishing);
-        // The streams on the current nodes stayed open to the end: every event published after their
-        // acknowledgement reached them.
-        await deploy.settle(onNew1);
-        await deploy.settle(onNew2);
-        for (const stream of [onOld1, onOld2, onNew1, onNew2]) deploy.check(stream);
+          // The streams on the current nodes stayed open to the end: every event published after their
+          // acknowledgement reached them.
+          await deploy.finish(publishing, [onOld1, onOld2, onNew1, onNew2]);
 
-        // While first-release nodes were present, the current nodes wrote v1 copies for them.
-        await log.sync();
-        const fromNew = deploy.ticksVia('new1', 'new2');
-        const copied = fromNew.filter((tick) =>
-          log.about(tick.uri).some((entry) => entry.channel === LEGACY_CHANNEL && COPY_NODE.test(entry.message.node)),
-        );
-        expect(copied.length).toBeGreaterThan(0);
-
-        // Once the last one is gone, they stop (after their next presence check): an event published
-        // from then on is written on their own channels only.
-        const uri = `note://shared/${uid('after-last')}`;
-        const afterLast = await subscribe(new2, carol, uid('after-last'), { resourceSubscriptions: [uri] });
-        const writtenFor = async (): Promise<Published[]> => {
-          const from = log.entries.length;
-          expect([200, 201]).toContain((await putNote(new1, carol, uri, uid('after'))).status);
-          await afterLast.waitFor(isUpdateOf(uri), { timeoutMs: 5000 });
+          // While first-release nodes were present, the current nodes wrote v1 copies for them.
           await log.sync();
-          return log.entries.slice(from).filter((entry) => entry.message?.event?.uri === uri);
-        };
-        await eventually(
-          async () => {
-            const written = await writtenFor();
-            expect(written.length).toBeGreaterThan(0); // the event itself, on the current nodes' channels
-            return written.every((entry) => entry.channel !== LEGACY_CHANNEL);
-          },
-          'the current nodes to stop writing v1 copies once no first-release node is left',
-          { timeoutMs: 15_000, intervalMs: 200 },
-        );
-        // And it stays so.
-        const from = log.entries.length;
-        for (let round = 0; round < 5; round++) {
-          for (const written of await writtenFor()) expect(written.channel).not.toBe(LEGACY_CHANNEL);
+          const fromNew = deploy.ticksVia('new1', 'new2');
+          const copied = fromNew.filter((tick) =>
+            log.about(tick.uri).some((entry) => entry.channel === LEGACY_CHANNEL && COPY_NODE.test(entry.message.node)),
+          );
+          expect(copied.length).toBeGreaterThan(0);
+
+          // Once the last one is gone, they stop (after their next presence check): an event published
+          // from then on is written on their own channels only.
+          const uri = `note://shared/${uid('after-last')}`;
+          const afterLast = await subscribe(new2, carol, uid('after-last'), { resourceSubscriptions: [uri] });
+          const writtenFor = async (): Promise<Published[]> => {
+            const from = log.entries.length;
+            expect([200, 201]).toContain((await putNote(new1, carol, uri, uid('after'))).status);
+            await afterLast.waitFor(isUpdateOf(uri), { timeoutMs: 5000 });
+            await log.sync();
+            return log.entries.slice(from).filter((entry) => entry.message?.event?.uri === uri);
+          };
+          await eventually(
+            async () => {
+              const written = await writtenFor();
+              expect(written.length).toBeGreaterThan(0); // the event itself, on the current nodes' channels
+              return written.every((entry) => entry.channel !== LEGACY_CHANNEL);
+            },
+            'the current nodes to stop writing v1 copies once no first-release node is left',
+            { timeoutMs: 15_000, intervalMs: 200 },
+          );
+          // And it stays so.
+          const from = log.entries.length;
+          for (let round = 0; round < 5; round++) {
+            for (const written of await writtenFor()) expect(written.channel).not.toBe(LEGACY_CHANNEL);
+          }
+          await log.sync();
+          expect(log.entries.slice(from).filter((entry) => entry.channel === LEGACY_CHANNEL)).toStrictEqual([]);
+        } finally {
+          await Promise.all(deploy.nodes.map((node) => node.stop()));
+          await log.close();
         }
-        await log.sync();
-        expect(log.entries.slice(from).filter((entry) => entry.channel === LEGACY_CHANNEL)).toStrictEqual([]);
-      } finally {
-        await Promise.all(nodes.map((node) => node.stop()));
-        await log.close();
-        await redis.stop();
-      }
+      });
     },
     180_000,
   );
@@ -398,52 +358,34 @@ describe('rolling upgrade: first-release nodes and current nodes on one Redis', 
   redisTest(
     'going back: current nodes replaced by first-release nodes one by one lose no event, each newcomer taking traffic once the current nodes count it',
     async () => {
-      const redis = await startRedis();
-      if (redis === undefined) throw new Error('redis-server could not be started');
-      const deploy = new Deploy(uid('back'));
-      const nodes: SampleApp[] = [];
-      try {
-        const [new1, new2] = await Promise.all([startCurrent(redis), startCurrent(redis)]);
-        nodes.push(new1, new2);
-        deploy.addNode('new1', new1);
-        deploy.addNode('new2', new2);
-        const onNew1 = await deploy.openStream('new1', new1);
-        const onNew2 = await deploy.openStream('new2', new2);
-        const publishing = deploy.publish();
+      await withOwnRedis(async (redis) => {
+        const deploy = new Deploy(uid('back'));
+        try {
+          const [new1, new2] = await Promise.all([startCurrent(redis), startCurrent(redis)]);
+          deploy.nodes.push(new1, new2);
+          const onNew1 = await deploy.join('new1', new1);
+          const onNew2 = await deploy.join('new2', new2);
+          const publishing = deploy.publish();
 
-        // A first-release node does not wait for the others to count it (docs/redis.md, "Rolling
-        // upgrades"): it joins the load balancer once the current nodes do.
-        await deploy.published(20);
-        const old1 = await startFirstRelease(redis);
-        nodes.push(old1);
-        for (const node of [new1, new2]) {
-          await eventually(async () => (await legacyNodes(node)) === 1, 'the current nodes to count old1');
+          // A first-release node does not wait for the others to count it (docs/redis.md, "Rolling
+          // upgrades"): it joins the load balancer once the current nodes do.
+          const old1 = await deploy.launch(() => startFirstRelease(redis));
+          for (const node of [new1, new2]) {
+            await eventually(async () => (await legacyNodes(node)) === 1, 'the current nodes to count old1');
+          }
+          const onOld1 = await deploy.join('old1', old1);
+          await deploy.leave('new1', new1, onNew1);
+
+          const old2 = await deploy.launch(() => startFirstRelease(redis));
+          await eventually(async () => (await legacyNodes(new2)) === 2, 'new2 to count old2');
+          const onOld2 = await deploy.join('old2', old2);
+          await deploy.leave('new2', new2, onNew2);
+
+          await deploy.finish(publishing, [onNew1, onNew2, onOld1, onOld2]);
+        } finally {
+          await Promise.all(deploy.nodes.map((node) => node.stop()));
         }
-        deploy.addNode('old1', old1);
-        const onOld1 = await deploy.openStream('old1', old1);
-        await deploy.published(20);
-        await deploy.retire('new1', onNew1);
-        expect(await new1.stop()).toBe(0);
-
-        await deploy.published(20);
-        const old2 = await startFirstRelease(redis);
-        nodes.push(old2);
-        await eventually(async () => (await legacyNodes(new2)) === 2, 'new2 to count old2');
-        deploy.addNode('old2', old2);
-        const onOld2 = await deploy.openStream('old2', old2);
-        await deploy.published(20);
-        await deploy.retire('new2', onNew2);
-        expect(await new2.stop()).toBe(0);
-
-        await deploy.published(20);
-        await deploy.stop(publishing);
-        await deploy.settle(onOld1);
-        await deploy.settle(onOld2);
-        for (const stream of [onNew1, onNew2, onOld1, onOld2]) deploy.check(stream);
-      } finally {
-        await Promise.all(nodes.map((node) => node.stop()));
-        await redis.stop();
-      }
+      });
     },
     180_000,
   );
@@ -493,6 +435,8 @@ class Deploy {
   private inFlight: Promise<unknown> = Promise.resolve();
   private stopped = false;
   private readonly progress = new Set<() => void>();
+  /** Every node of the deploy, stopped by the test at its end whatever happened. */
+  readonly nodes: SampleApp[] = [];
 
   constructor(run: string) {
     this.uris = Array.from({ length: TICKS }, (_, index) => `note://shared/${run}-${index}`);
@@ -502,8 +446,36 @@ class Deploy {
     return ++this.clock;
   }
 
-  addNode(name: string, app: SampleApp): void {
+  /** After 20 more ticks, starts a node with `start` (it joins the load balancer once {@link join}ed). */
+  async launch(start: () => Promise<SampleApp>): Promise<SampleApp> {
+    await this.published(20);
+    const app = await start();
+    this.nodes.push(app);
+    return app;
+  }
+
+  /** Adds `app` to the load balancer as `name`, and opens a stream on it. */
+  async join(name: string, app: SampleApp): Promise<DeployStream> {
     this.balanced.set(name, app);
+    return this.openStream(name, app);
+  }
+
+  /** After 20 more ticks, retires `name` (see {@link retire}), then stops it: it must exit 0. */
+  async leave(name: string, app: SampleApp, stream: DeployStream): Promise<void> {
+    await this.published(20);
+    await this.retire(name, stream);
+    expect(await app.stop()).toBe(0);
+  }
+
+  /**
+   * After 20 more ticks, stops publishing, waits until the streams still open received every tick
+   * they must, and checks each of `streams`.
+   */
+  async finish(publishing: Promise<void>, streams: DeployStream[]): Promise<void> {
+    await this.published(20);
+    await this.stop(publishing);
+    for (const stream of streams) if (stream.until === undefined) await this.settle(stream);
+    for (const stream of streams) this.check(stream);
   }
 
   /** Opens a stream on `app` following every tick, and reads it in the background. */

@@ -7,48 +7,28 @@
  * note's channel.
  */
 import { afterAll, afterEach, beforeAll, describe, expect } from '@jest/globals';
-import { bearer } from '../helpers/bearer.ts';
+import {
+  expectCancelAcross,
+  listenClients,
+  RESOURCES,
+  SAMPLE_PREFIX as PREFIX,
+  TOOLS,
+  untilDelivered,
+  UPDATED,
+} from '../helpers/listen-clients.ts';
 import { RedisCluster, slotOf } from '../helpers/redis-cluster.ts';
 import { ownRedisSkipReason } from '../helpers/redis.ts';
-import {
-  eventually,
-  postCancel,
-  putNote,
-  startSample,
-  stopAllSamples,
-  TOKENS,
-  type SampleApp,
-} from '../helpers/sample-app.ts';
-import { isUpdateOf, Sentinel, watcher } from '../helpers/sentinel.ts';
+import { eventually, putNote, startSample, stopAllSamples, TOKENS, type SampleApp } from '../helpers/sample-app.ts';
+import { Sentinel, watcher } from '../helpers/sentinel.ts';
 import { testUnless } from '../helpers/skip.ts';
 import { warm } from '../helpers/two-instances.ts';
 import { uid } from '../helpers/uid.ts';
-import { listen, type ListenFilter, type ListenSubscription } from 'mcp-subscriptions/client';
 
 const clusterTest = testUnless(ownRedisSkipReason('the REDIS_CLUSTER suite'));
 
 const { alice, bob, carol } = TOKENS;
 
-const TOOLS = 'notifications/tools/list_changed';
-const RESOURCES = 'notifications/resources/list_changed';
-const UPDATED = 'notifications/resources/updated';
-
-/** The samples' channel prefix (sample-app/shared/bus.ts). */
-const PREFIX = 'mcp-subscriptions-sample';
-
-const subscriptions: ListenSubscription[] = [];
-
-async function subscribe(
-  app: SampleApp,
-  token: string | undefined,
-  id: string | number,
-  filter: ListenFilter,
-): Promise<ListenSubscription> {
-  const subscription = await listen(app.url, filter, { headers: bearer(token), id, maxBuffer: 10_000 });
-  subscriptions.push(subscription);
-  return subscription;
-}
-
+const { subscribe, endAll } = listenClients({ maxBuffer: 10_000 });
 const watch = watcher(subscribe);
 
 describe('REDIS_CLUSTER: the samples bridged over a Redis Cluster', () => {
@@ -67,9 +47,7 @@ describe('REDIS_CLUSTER: the samples bridged over a Redis Cluster', () => {
     );
   }, 120_000);
 
-  afterEach(async () => {
-    await Promise.all(subscriptions.splice(0).map((subscription) => subscription.close()));
-  });
+  afterEach(endAll);
 
   afterAll(async () => {
     await Promise.all(apps.map((app) => app.stop().catch(() => undefined)));
@@ -98,11 +76,7 @@ describe('REDIS_CLUSTER: the samples bridged over a Redis Cluster', () => {
         expect(await there.next({ ordered: true })).toStrictEqual([RESOURCES, `${UPDATED} ${uri}`, TOOLS]);
         expect(await bobThere.next()).toStrictEqual([]);
 
-        const id = uid('cluster-cancel');
-        const held = await watch(to, sentinel, alice, id, { toolsListChanged: true });
-        const res = await postCancel(from, alice, id);
-        expect(res.status).toBe(202);
-        expect(await held.subscription.ended).toBe('lost');
+        await expectCancelAcross(watch, sentinel, to, from, { id: uid('cluster-cancel') });
       }
     },
     60_000,
@@ -166,16 +140,13 @@ describe('REDIS_CLUSTER: the samples bridged over a Redis Cluster', () => {
 
       await live.kill(master);
       await live.failedOver(master, slotOf(channel));
-      await eventually(
-        async () => {
-          expect([200, 201]).toContain((await putNote(express, carol, uri, uid('after'))).status);
-          return probe.waitFor(isUpdateOf(uri), { timeoutMs: 250 }).then(
-            () => true,
-            () => false,
-          );
-        },
+      await untilDelivered(
+        express,
+        carol,
+        uri,
+        probe,
         'an update published on the Express sample reaching the Nest sample after the failover',
-        { timeoutMs: 30_000, intervalMs: 100 },
+        { waitMs: 250, timeoutMs: 30_000, intervalMs: 100 },
       );
       const stats = (await nest.api(alice, 'GET', '/api/subscriptions/stats')).body.bus;
       expect(stats.connected).toBe(true);
