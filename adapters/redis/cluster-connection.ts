@@ -21,7 +21,7 @@
  * and its other channels stand). And every 5 s the subscriber compares the slot map with where its
  * channels are: a master replaced while its connections stayed open (a partition) is found there.
  */
-import { within, type Connection, type ConnectionEvents } from './connection.ts';
+import { attempt, endNodeRedis, within, type Connection, type ConnectionEvents } from './connection.ts';
 import type { RedisClientLibrary } from './options.ts';
 
 /** The number of hash slots of a Redis Cluster. */
@@ -105,11 +105,6 @@ type Listener = (...args: never[]) => void;
 interface Emitter {
   on(event: string, listener: Listener): unknown;
   removeListener(event: string, listener: Listener): unknown;
-}
-
-/** Calls `run`, turning a synchronous throw into a rejection. */
-function attempt<T>(run: () => T | Promise<T>): Promise<T> {
-  return new Promise((resolve) => resolve(run()));
 }
 
 function noop(): void {}
@@ -404,19 +399,8 @@ class NodeRedisClusterDriver implements ClusterDriver {
     return new NodeRedisShard(client, `${host}:${port}`, handlers);
   }
 
-  async end(timeoutMs: number): Promise<void> {
-    const client = this.client;
-    if (!client.isOpen) return;
-    if (client.isReady)
-      await within(
-        attempt(() => (client.close ? client.close() : client.quit?.())),
-        timeoutMs,
-      );
-    if (client.isOpen)
-      await within(
-        attempt(() => (client.destroy ? client.destroy() : client.disconnect?.())),
-        timeoutMs,
-      );
+  end(timeoutMs: number): Promise<void> {
+    return endNodeRedis(this.client, timeoutMs);
   }
 }
 

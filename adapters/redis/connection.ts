@@ -69,8 +69,34 @@ export function within(promise: Promise<unknown>, ms: number): Promise<void> {
 function noop(): void {}
 
 /** Calls `run`, turning a synchronous throw into a rejection. */
-function attempt(run: () => unknown): Promise<unknown> {
+export function attempt<T>(run: () => T | Promise<T>): Promise<T> {
   return new Promise((resolve) => resolve(run()));
+}
+
+/** What ending a node-redis client takes, of one server or a cluster: v5 and later `close()` and `destroy()`, v4 `quit()` and `disconnect()`. */
+export interface NodeRedisClosable {
+  readonly isOpen: boolean;
+  readonly isReady: boolean;
+  close?(): Promise<unknown>;
+  destroy?(): unknown;
+  quit?(): Promise<unknown>;
+  disconnect?(): Promise<unknown>;
+}
+
+/** Ends a node-redis client: gracefully when it is up (within `timeoutMs`), then hard if it is still open. */
+export async function endNodeRedis(client: NodeRedisClosable, timeoutMs: number): Promise<void> {
+  if (!client.isOpen) return;
+  if (client.isReady)
+    await within(
+      attempt(() => (client.close ? client.close() : client.quit?.())),
+      timeoutMs,
+    );
+  // Not up (reconnecting), or the graceful close did not finish in time.
+  if (client.isOpen)
+    await within(
+      attempt(() => (client.destroy ? client.destroy() : client.disconnect?.())),
+      timeoutMs,
+    );
 }
 
 /**
@@ -252,16 +278,10 @@ class IoRedisConnection extends BaseConnection {
   }
 }
 
-interface NodeRedisInternal extends Omit<NodeRedisClient, 'on' | 'subscribe'>, Emitter {
-  readonly isOpen: boolean;
+interface NodeRedisInternal extends Omit<NodeRedisClient, 'on' | 'subscribe'>, Emitter, NodeRedisClosable {
   subscribe(channels: string[], listener: (message: string, channel: string) => unknown): Promise<unknown>;
   unsubscribe(channels: string[], listener: (message: string, channel: string) => unknown): Promise<unknown>;
   sendCommand(args: string[]): Promise<unknown>;
-  // v5 and later: close() and destroy(); v4: quit() and disconnect().
-  close?(): Promise<unknown>;
-  destroy?(): void;
-  quit?(): Promise<unknown>;
-  disconnect?(): Promise<unknown>;
 }
 
 class NodeRedisConnection extends BaseConnection {
@@ -307,20 +327,8 @@ class NodeRedisConnection extends BaseConnection {
     return attempt(() => this.nr.unsubscribe(mine, this.listener));
   }
 
-  async end(timeoutMs: number): Promise<void> {
-    const nr = this.nr;
-    if (!nr.isOpen) return;
-    if (nr.isReady)
-      await within(
-        attempt(() => (nr.close ? nr.close() : nr.quit?.())),
-        timeoutMs,
-      );
-    // Not up (reconnecting), or the graceful close did not finish in time.
-    if (nr.isOpen)
-      await within(
-        attempt(() => (nr.destroy ? nr.destroy() : nr.disconnect?.())),
-        timeoutMs,
-      );
+  end(timeoutMs: number): Promise<void> {
+    return endNodeRedis(this.nr, timeoutMs);
   }
 }
 
