@@ -18,7 +18,8 @@ server.once('error', (error: NodeJS.ErrnoException) => {
   fail(`Cannot listen on ${config.host}:${config.port}: ${error.code ?? error.message}`);
 });
 server.listen(config.port, config.host, () => {
-  console.log(`listening on ${mcpUrlOf(server.address() as AddressInfo)}`);
+  // The host in parentheses: the contract's way for a test or a script to know which sample it started.
+  console.log(`listening on ${mcpUrlOf(server.address() as AddressInfo)} (express)`);
 });
 
 exitGracefullyOnSignals(server, async () => {

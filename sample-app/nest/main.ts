@@ -42,7 +42,8 @@ try {
   fail(`Cannot listen on ${config.host}:${config.port}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`);
 }
 const server: Server = app.getHttpServer();
-console.log(`listening on ${mcpUrlOf(server.address() as AddressInfo)}`);
+// The host in parentheses: the contract's way for a test or a script to know which sample it started.
+console.log(`listening on ${mcpUrlOf(server.address() as AddressInfo)} (nest on express)`);
 
 // app.close() ends every open listen stream with its terminal result (the module's shutdown hook),
 // then closes the HTTP server.

@@ -45,6 +45,8 @@ export interface McpAnswer extends HttpAnswer {
 /** A running sample app. */
 export interface SampleApp {
   readonly kind: SampleKind;
+  /** The host the startup line names in parentheses (`express`, `nest on express`), if it names one. */
+  readonly host: string | undefined;
   /** The MCP endpoint, from the startup line: `http://127.0.0.1:PORT/mcp`. */
   readonly url: string;
   /** `http://127.0.0.1:PORT`. */
@@ -94,7 +96,8 @@ const CONTRACT_VARIABLES = [
   'NODE_TEST_CONTEXT',
 ];
 
-const LISTENING = /^listening on (http:\/\/([^/\s]+))\/mcp\s*$/m;
+/** The startup line; the host in parentheses since the contract asked for it (the first release's samples print none). */
+const LISTENING = /^listening on (http:\/\/([^/\s]+))\/mcp(?: \(([^)\n]+)\))?\s*$/m;
 
 /** Options of {@link startSample}. */
 export interface StartOptions {
@@ -171,6 +174,7 @@ export function startSample(
       const url = `${baseUrl}/mcp`;
       resolve({
         kind,
+        host: match[3],
         url,
         baseUrl,
         child,

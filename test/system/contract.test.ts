@@ -171,8 +171,9 @@ for (const kind of SAMPLES) {
         await app?.stop();
       });
 
-      it('prints one "listening on http://HOST:PORT/mcp" line with the real port, and accepts connections', async () => {
+      it('prints one "listening on http://HOST:PORT/mcp (host)" line with the real port and its host, and accepts connections', async () => {
         expect(app.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
+        expect(app.host).toBe(kind === 'express' ? 'express' : 'nest on express');
         expect(new URL(app.url).port).not.toBe('0');
         expect(app.stdout().match(/listening on /g)?.length).toBe(1);
         const res = await app.api(alice, 'GET', '/api/subscriptions/stats');
