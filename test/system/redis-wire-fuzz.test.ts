@@ -537,6 +537,16 @@ async function exchange(
       }
     }
   }
+  // Redis's replies to a node's publishes come back on its publisher's own connection, maybe after the
+  // marker reached the subscribers: give them a moment (the comparison below says what is missing).
+  await waitFor(
+    () =>
+      nodes.every(
+        (node) => node.bus.stats().published - before.get(node)!.published >= expectation.published.get(node)!,
+      ),
+    "Redis's replies to the nodes' publishes",
+    2000,
+  ).catch(() => undefined);
   for (const node of nodes) {
     const stats = node.bus.stats();
     const was = before.get(node)!;
