@@ -21,7 +21,7 @@
  * and its other channels stand). And every 5 s the subscriber compares the slot map with where its
  * channels are: a master replaced while its connections stayed open (a partition) is found there.
  */
-import { attempt, endNodeRedis, within, type Connection, type ConnectionEvents } from './connection.ts';
+import { attempt, endIoRedis, endNodeRedis, type Connection, type ConnectionEvents } from './connection.ts';
 import type { RedisClientLibrary } from './options.ts';
 
 /** The number of hash slots of a Redis Cluster. */
@@ -270,14 +270,8 @@ class IoRedisClusterDriver implements ClusterDriver {
     });
   }
 
-  async end(timeoutMs: number): Promise<void> {
-    if (this.client.status === 'end') return;
-    if (this.isReady())
-      await within(
-        attempt(() => this.client.quit()),
-        timeoutMs,
-      );
-    if (this.client.status !== 'end') this.client.disconnect();
+  end(timeoutMs: number): Promise<void> {
+    return endIoRedis(this.client, timeoutMs);
   }
 }
 

@@ -83,6 +83,25 @@ export interface NodeRedisClosable {
   disconnect?(): Promise<unknown>;
 }
 
+/** What ending an ioredis client takes, of one server or a cluster. */
+export interface IoRedisClosable {
+  readonly status: string;
+  quit(): Promise<unknown>;
+  disconnect(): void;
+}
+
+/** Ends an ioredis client: QUIT when it is up (within `timeoutMs`), then a hard close if it did not end. */
+export async function endIoRedis(client: IoRedisClosable, timeoutMs: number): Promise<void> {
+  if (client.status === 'end') return;
+  if (client.status === 'ready')
+    await within(
+      attempt(() => client.quit()),
+      timeoutMs,
+    );
+  // Not up, or QUIT did not finish in time: stop reconnecting and close the socket now.
+  if (client.status !== 'end') client.disconnect();
+}
+
 /** Ends a node-redis client: gracefully when it is up (within `timeoutMs`), then hard if it is still open. */
 export async function endNodeRedis(client: NodeRedisClosable, timeoutMs: number): Promise<void> {
   if (!client.isOpen) return;
@@ -266,15 +285,8 @@ class IoRedisConnection extends BaseConnection {
     return attempt(() => this.io.unsubscribe(...last));
   }
 
-  async end(timeoutMs: number): Promise<void> {
-    if (this.io.status === 'end') return;
-    if (this.isReady())
-      await within(
-        attempt(() => this.io.quit()),
-        timeoutMs,
-      );
-    // Not up, or QUIT did not finish in time: stop reconnecting and close the socket now.
-    if (this.io.status !== 'end') this.io.disconnect();
+  end(timeoutMs: number): Promise<void> {
+    return endIoRedis(this.io, timeoutMs);
   }
 }
 

@@ -57,16 +57,19 @@ function connectionName(prefix: string, nodeId: string, role: 'pub' | 'sub'): st
   return `${prefix}:${nodeId}:${role}`.replace(/[^\x21-\x7e]/g, '_');
 }
 
+/** The loaded `library` module's export `name` (see {@link exported}), or a TypeError saying it has none. */
+function required<T>(module: unknown, library: RedisClientLibrary, name: string): T {
+  const found = exported(module, name);
+  if (found === undefined) throw new TypeError(`the ${library} module exports no ${name}`);
+  return found as T;
+}
+
 async function loadIoRedis(): Promise<IoRedisConstructor> {
-  const Redis = exported(await import('ioredis'), 'Redis');
-  if (Redis === undefined) throw new TypeError('the ioredis module exports no Redis class');
-  return Redis as IoRedisConstructor;
+  return required(await import('ioredis'), 'ioredis', 'Redis');
 }
 
 async function loadNodeRedis(): Promise<CreateClient> {
-  const createClient = exported(await import('redis'), 'createClient');
-  if (createClient === undefined) throw new TypeError('the redis module exports no createClient()');
-  return createClient as CreateClient;
+  return required(await import('redis'), 'redis', 'createClient');
 }
 
 function missing(library: RedisClientLibrary | undefined, cause: unknown): OptionsError {
@@ -162,15 +165,11 @@ type IoRedisClusterConstructor = new (
 type CreateCluster = (options: Record<string, unknown>) => { connect(): Promise<unknown> };
 
 async function loadIoRedisCluster(): Promise<IoRedisClusterConstructor> {
-  const Cluster = exported(await import('ioredis'), 'Cluster');
-  if (Cluster === undefined) throw new TypeError('the ioredis module exports no Cluster class');
-  return Cluster as IoRedisClusterConstructor;
+  return required(await import('ioredis'), 'ioredis', 'Cluster');
 }
 
 async function loadNodeRedisCluster(): Promise<CreateCluster> {
-  const createCluster = exported(await import('redis'), 'createCluster');
-  if (createCluster === undefined) throw new TypeError('the redis module exports no createCluster()');
-  return createCluster as CreateCluster;
+  return required(await import('redis'), 'redis', 'createCluster');
 }
 
 /**
