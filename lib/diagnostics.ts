@@ -37,6 +37,30 @@ export const publishChannel = channel(DiagnosticsChannel.Publish);
 export const checkErrorChannel = channel(DiagnosticsChannel.CheckError);
 export const uncheckedListenChannel = channel(DiagnosticsChannel.UncheckedListen);
 
+/**
+ * What a framework's log says of a failure, for the adapters' loggers: its name and code, as the
+ * diagnostics channels do. Never its message or stack: a host check's error may quote the URI or the
+ * task id it was asked about, and logs are read by more people than may know them. `undefined` when
+ * the details name no failure.
+ */
+export function failureSummary(details: unknown): string | undefined {
+  if (typeof details !== 'object' || details === null) return undefined;
+  // The engine reports a failed check as `{ errorName, errorCode }` already; other failures carry `error`.
+  const given = details as { error?: unknown; errorName?: unknown; errorCode?: unknown };
+  let name: unknown = given.errorName;
+  let code: unknown = given.errorCode;
+  if ('error' in given) {
+    const error = given.error;
+    if (typeof error !== 'object' || error === null) return typeof error;
+    name = (error as { name?: unknown }).name;
+    code = (error as { code?: unknown }).code;
+  } else if (name === undefined && code === undefined) {
+    return undefined;
+  }
+  const named = typeof name === 'string' ? name : 'error';
+  return typeof code === 'string' || typeof code === 'number' ? `${named} (${String(code)})` : named;
+}
+
 /** The default logger: one line on stderr per report. */
 export const consoleLogger: Logger = Object.freeze({
   warn: (message: string, details?: Record<string, unknown>) =>

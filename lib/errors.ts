@@ -49,7 +49,7 @@ export const ErrorCode = Object.freeze({
   InvalidServerInfo: 'ERR_MCP_SUBSCRIPTIONS_INVALID_SERVER_INFO',
   /** `advertiseOffer()` was handed something that is not an MCP server (no `getCapabilities()`). */
   InvalidServer: 'ERR_MCP_SUBSCRIPTIONS_INVALID_SERVER',
-  /** Nest: `path` is not a non-empty string. */
+  /** Nest: `path` is not a non-empty string; Fastify: not a route URL starting with `/`. */
   InvalidPath: 'ERR_MCP_SUBSCRIPTIONS_INVALID_PATH',
   /** Nest: an entry of `guards` is neither a guard class nor an object with `canActivate()`. */
   InvalidGuard: 'ERR_MCP_SUBSCRIPTIONS_INVALID_GUARD',
@@ -59,8 +59,14 @@ export const ErrorCode = Object.freeze({
   InvalidHook: 'ERR_MCP_SUBSCRIPTIONS_INVALID_HOOK',
   /** Nest: `capabilities.resourceSubscriptions` is on, with no `canRead` and no guard that decides reads. */
   NoReadCheck: 'ERR_MCP_SUBSCRIPTIONS_NO_READ_CHECK',
-  /** Nest: the listen route could not be put in front of the host's MCP route (not found, or not Express). */
+  /**
+   * Nest: the listen route could not be put in front of the host's MCP route (not found, or a platform
+   * other than Express and Fastify). Fastify: no MCP route for the plugin to serve listen in front of, or
+   * one registered before the plugin.
+   */
   RouteNotPlaced: 'ERR_MCP_SUBSCRIPTIONS_ROUTE_NOT_PLACED',
+  /** Fastify: the plugin was registered twice in one context (it decorates the instance once). */
+  AlreadyRegistered: 'ERR_MCP_SUBSCRIPTIONS_ALREADY_REGISTERED',
   /**
    * Redis: `publisher` or `subscriber` is neither an ioredis client nor a node-redis (v4+) client (single
    * node or cluster), or one is a cluster client and the other not, or they are clusters of two libraries.

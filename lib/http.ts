@@ -281,21 +281,6 @@ export const NODE_ADAPTER_OPTION_KEYS = optionKeys<NodeAdapterOptions>({ princip
 /** The body limit when an adapter reads the body itself: 4 MiB, as the SDK's own. */
 export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
 
-/** How {@link serveNodeRequest} reads and routes a request. */
-export interface NodeServeOptions<Req extends NodeRequest> {
-  /** The engine. */
-  readonly handler: ListenHandler<Req>;
-  /**
-   * The caller's principal; `undefined` (or `''`) for an anonymous caller, served under an identity
-   * of its own per request (see {@link resolvePrincipal}).
-   */
-  readonly principalOf: (req: Req) => string | undefined;
-  /** Largest body read when no body parser ran; a larger one is answered 413. */
-  readonly maxBodyBytes: number;
-  /** Called once a listen request is ours, right before the engine serves it. */
-  readonly onListen?: (req: Req, body: unknown) => void;
-}
-
 /**
  * The principal a request is served as: the host's, or for an anonymous caller (`undefined`, `null`
  * or `''`) a fresh identity of this request's own (lib/principal.ts), so that anonymous callers never
@@ -309,16 +294,95 @@ export function resolvePrincipal(named: unknown): string | undefined {
   return named;
 }
 
+/** What {@link dispatchRequest} needs of an adapter, whatever read the body. */
+export interface DispatchOptions<Req> {
+  /** The engine. */
+  readonly handler: ListenHandler<Req>;
+  /**
+   * The caller's principal; `undefined` (or `''`) for an anonymous caller, served under an identity
+   * of its own per request (see {@link resolvePrincipal}).
+   */
+  readonly principalOf: (req: Req) => string | undefined;
+  /** Called once a listen request is ours, right before the engine serves it. */
+  readonly onListen?: (req: Req, body: unknown) => void;
+}
+
+/** How {@link serveNodeRequest} reads and routes a request. */
+export interface NodeServeOptions<Req extends NodeRequest> extends DispatchOptions<Req> {
+  /** Largest body read when no body parser ran; a larger one is answered 413. */
+  readonly maxBodyBytes: number;
+}
+
+/** One request whose body is in (parsed, or its bytes), as {@link dispatchRequest} routes it. */
+export interface DispatchInput<Req> {
+  /** The framework's request: what `principalOf`, `onListen` and the engine's hooks are handed. */
+  readonly request: Req;
+  readonly headers: HeaderBag;
+  /** The parsed body; `undefined` when there is none or it could not be parsed. */
+  readonly body: unknown;
+  /** The body's bytes, when they are all there is of it (read here, or kept by a raw parser). */
+  readonly rawBody?: Buffer | string;
+}
+
 /**
- * The request handling both Node adapters share. Serves `subscriptions/listen`, and a
- * `notifications/cancelled` naming one of the caller's open streams (202); resolves `'next'` for
- * anything else, with its body left where `express.json()` would leave it when this function had to
- * read it. Reads the body when no parser did and it may be ours (JSON, or `Mcp-Method` names listen),
- * whatever method the header names: a body naming listen under another header is refused here
- * ({@link routeOf}), not passed on. A JSON-typed body it consumed that is not JSON is answered -32700
- * here: nobody after it could read those bytes again. A client that hangs up before its body is in is
- * served: nothing is left to answer. Rejects only when reading the request stream fails while the
- * client is still there.
+ * Routes one request whose body is in, synchronously: `undefined` when it is not ours (the adapter
+ * hands it on), else the serving of it, already started. `claim()` is called first, once, and returns
+ * the Node response to write on (a framework that would answer after its handler is told not to there:
+ * Fastify's `reply.hijack()`). Serves `subscriptions/listen`, and a `notifications/cancelled` naming
+ * one of the caller's open streams (202). The promise never rejects (the engine's own promise).
+ */
+export function dispatchRequest<Req>(
+  input: DispatchInput<Req>,
+  options: DispatchOptions<Req>,
+  claim: () => StreamResponse,
+): Promise<void> | undefined {
+  const { request, headers, body } = input;
+  const route = routeOf(body, headers);
+  if (route === 'other') return undefined;
+  const named: unknown = options.principalOf(request);
+  const principal = resolvePrincipal(named);
+  if (principal === undefined) {
+    options.handler.options.logger.error(
+      `\`principal\` returned ${describeValue(named)}; expected a string without NUL characters, or undefined for an anonymous caller`,
+    );
+    writeProtocolError(claim(), new ProtocolError('internal', 'Internal error', { id: echoableId(body) }));
+    return Promise.resolve();
+  }
+  if (route === 'cancelled') {
+    // An anonymous caller cannot prove the stream is its own, so it cancels nothing here: it closes its
+    // listen response instead (HTTP cancellation). Its notification goes on to the host's MCP server.
+    if (isAnonymous(principal) || !options.handler.cancel(principal, body)) return undefined;
+    const res = claim();
+    res.writeHead(202, {});
+    res.end();
+    return Promise.resolve();
+  }
+  options.onListen?.(request, body);
+  const res = claim();
+  return options.handler.handle(
+    {
+      ...(body !== undefined
+        ? { body }
+        : input.rawBody !== undefined
+          ? { rawBody: input.rawBody }
+          : { body: undefined }),
+      headers,
+      principal,
+      request,
+    },
+    res,
+  );
+}
+
+/**
+ * The request handling of the adapters on Node's own request (Express, Nest's Express platform):
+ * reads the body when no parser did and it may be ours (JSON, or `Mcp-Method` names listen), whatever
+ * method the header names (a body naming listen under another header is refused here, by
+ * {@link routeOf}, not passed on), then {@link dispatchRequest}. Resolves `'next'` for anything not
+ * ours, with its body left where `express.json()` would leave it when this function had to read it.
+ * A JSON-typed body it consumed that is not JSON is answered -32700 here: nobody after it could read
+ * those bytes again. A client that hangs up before its body is in is served: nothing is left to
+ * answer. Rejects only when reading the request stream fails while the client is still there.
  */
 export async function serveNodeRequest<Req extends NodeRequest>(
   req: Req,
@@ -359,44 +423,25 @@ export async function serveNodeRequest<Req extends NodeRequest>(
     }
   }
 
-  const route = routeOf(body, req.headers);
-  if (route === 'other') {
+  const serving = dispatchRequest(
+    { request: req, headers: req.headers, body, ...(rawBody !== undefined ? { rawBody } : {}) },
+    {
+      handler: options.handler,
+      principalOf: options.principalOf,
+      onListen: (request, listenBody) => {
+        options.onListen?.(request, listenBody);
+        // Listen is ours to the end: the response (and so the open stream) references this request, so
+        // a large filter must not stay pinned on it for the stream's lifetime. (Only a body a parser left
+        // there: adding the property would cost the request a new hidden class.)
+        if (parsedBefore) request.body = undefined;
+      },
+    },
+    () => res,
+  );
+  if (serving === undefined) {
     if (!parsedBefore && body !== undefined) leaveParsedBody(req, body);
     return 'next';
   }
-  const named: unknown = options.principalOf(req);
-  const principal = resolvePrincipal(named);
-  if (principal === undefined) {
-    options.handler.options.logger.error(
-      `\`principal\` returned ${describeValue(named)}; expected a string without NUL characters, or undefined for an anonymous caller`,
-    );
-    writeProtocolError(res, new ProtocolError('internal', 'Internal error', { id: echoableId(body) }));
-    return 'served';
-  }
-  if (route === 'cancelled') {
-    // An anonymous caller cannot prove the stream is its own, so it cancels nothing here: it closes its
-    // listen response instead (HTTP cancellation). Its notification goes on to the host's MCP server.
-    if (!isAnonymous(principal) && options.handler.cancel(principal, body)) {
-      res.writeHead(202, {});
-      res.end();
-      return 'served';
-    }
-    if (!parsedBefore) leaveParsedBody(req, body);
-    return 'next';
-  }
-  options.onListen?.(req, body);
-  // Listen is ours to the end: the response (and so the open stream) references this request, so a
-  // large filter must not stay pinned on it for the stream's lifetime. (Only a body a parser left there:
-  // adding the property would cost the request a new hidden class.)
-  if (parsedBefore) req.body = undefined;
-  await options.handler.handle(
-    {
-      ...(body !== undefined ? { body } : rawBody !== undefined ? { rawBody } : { body: undefined }),
-      headers: req.headers,
-      principal,
-      request: req,
-    },
-    res,
-  );
+  await serving;
   return 'served';
 }

@@ -15,6 +15,7 @@ export {
   bodyWasParsed,
   DEFAULT_MAX_BODY_BYTES,
   defaultPrincipal,
+  dispatchRequest,
   isJsonContentType,
   leaveParsedBody,
   negotiate,
@@ -27,11 +28,18 @@ export {
   serveNodeRequest,
   writeProtocolError,
 } from './http.ts';
-export type { ListenHandler, ListenInput, NodeRequest, NodeServeOptions } from './http.ts';
+export type {
+  DispatchInput,
+  DispatchOptions,
+  ListenHandler,
+  ListenInput,
+  NodeRequest,
+  NodeServeOptions,
+} from './http.ts';
 export { ProtocolError, SUBSCRIPTION_LIMIT_MESSAGE } from './errors.ts';
 export type { RefusalReason } from './errors.ts';
 export { removedOptions } from './validate.ts';
-export { consoleLogger } from './diagnostics.ts';
+export { consoleLogger, failureSummary } from './diagnostics.ts';
 export { isAbsoluteUri, parseJsonBody, parseListenRequest, validateEvent } from './protocol.ts';
 export type { HeaderBag, ListenRequest, ParseOptions } from './protocol.ts';
 export { ListenStream } from './listen-stream.ts';
