@@ -327,7 +327,9 @@ describe('NestJS module: in front of the official SDK handler', () => {
     // Before the platform was handed a route: nothing of the platform's own can fail first.
     expect(platform.routes).toStrictEqual([]);
     // Also in the app's own log, as an error.
-    expect(errors.some((line) => /Expected the app to run on Nest's Express or Fastify platform/.test(line))).toBe(true);
+    expect(errors.some((line) => /Expected the app to run on Nest's Express or Fastify platform/.test(line))).toBe(
+      true,
+    );
   });
 
   it('the app fails to start when the listen route is not in the Express router', async () => {
