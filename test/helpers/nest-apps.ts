@@ -229,6 +229,8 @@ export interface NestAppInit {
   /** Runs before `listen()`. */
   readonly configure?: (app: NestExpressApplication) => void;
   readonly providers?: Provider[];
+  /** Modules the app imports after `McpSubscriptionsModule`. */
+  readonly imports?: Type<unknown>[];
   /** The HTTP adapter to build the app on. @default Nest's Express adapter */
   readonly adapter?: AbstractHttpAdapter;
 }
@@ -263,7 +265,7 @@ export async function startNestApp(init: NestAppInit = {}): Promise<NestTestApp>
       : McpSubscriptionsModule.forRoot({ ...BASE_OPTIONS, ...init.module });
 
   @Module({
-    imports: [GuardLogModule.register(guardCalls), subscriptions],
+    imports: [GuardLogModule.register(guardCalls), subscriptions, ...(init.imports ?? [])],
     controllers: host === 'echo' ? [EchoMcpController] : host === 'sdk' ? [SdkMcpController] : [],
     providers: [
       { provide: APP_GUARD, useClass: BearerGuard },
