@@ -102,6 +102,20 @@ describe('NestJS module on Fastify: listen in front of the host route', () => {
     expect(await got.json()).toStrictEqual({ host: true, httpMethod: 'GET', body: null });
   });
 
+  it("readGuards: 'route-and-global' runs the global guards for each URI through Nest's pipeline, on Fastify's request", async () => {
+    const app = await start({ module: { readGuards: 'route-and-global' } });
+    const asked = ['note://alice/a', 'note://bob/b'];
+    const { honored } = await open(app, 'alice-token', 'global-reads', { resourceSubscriptions: asked });
+    expect(honored).toStrictEqual({ resourceSubscriptions: ['note://alice/a'] });
+    const reads = app.guardCalls.filter((call) => call.method === 'resources/read');
+    expect(reads.map((call) => [call.guard, call.uri, call.user])).toStrictEqual(
+      asked.flatMap((uri) => [
+        ['BearerGuard', uri, 'alice'],
+        ['ReadGuard', uri, 'alice'],
+      ]),
+    );
+  });
+
   it('a body naming listen under another Mcp-Method header is refused, never passed on', async () => {
     const app = await start();
     const smuggled = await postJson(app.url, listenBody('smuggled', { toolsListChanged: true }), {
