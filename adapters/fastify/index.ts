@@ -122,7 +122,8 @@ function routeNotPlaced(message: string): OptionsError {
   return new OptionsError(ErrorCode.RouteNotPlaced, `${message} (docs/mount-order.md)`);
 }
 
-const plugin: FastifyPluginCallback<McpSubscriptionsFastifyOptions> = (fastify, options, done) => {
+/** Everything the plugin does when it loads; throws on a programmer's mistake (see {@link plugin}). */
+function setUp(fastify: FastifyInstance, options: McpSubscriptionsFastifyOptions): void {
   optionsObject(options);
   const path = checkPath(options.path);
   optionalFunction('principal', options.principal);
@@ -198,6 +199,17 @@ const plugin: FastifyPluginCallback<McpSubscriptionsFastifyOptions> = (fastify, 
   fastify.addHook('preClose', (closed) => {
     hub.complete().then(() => closed(), closed);
   });
+}
+
+const plugin: FastifyPluginCallback<McpSubscriptionsFastifyOptions> = (fastify, options, done) => {
+  // A callback plugin's mistakes go to `done()`: avvio does not catch a synchronous throw, which would
+  // crash the process (an uncaught exception) instead of rejecting `register()` and `ready()`.
+  try {
+    setUp(fastify, options);
+  } catch (error) {
+    done(error as Error);
+    return;
+  }
   done();
 };
 
