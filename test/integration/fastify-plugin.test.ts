@@ -372,7 +372,7 @@ describe('Fastify: mount order, checked when the app starts', () => {
     await before.register(mcpSubscriptions, base());
     await expect(before.ready()).rejects.toMatchObject({
       code: 'ERR_MCP_SUBSCRIPTIONS_ROUTE_NOT_PLACED',
-      message: expect.stringMatching(/POST \/mcp was registered before the plugin/),
+      message: expect.stringMatching(/POST \/mcp was registered before the plugin loaded/),
     });
     await before.close();
 

@@ -11,6 +11,7 @@ import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { ErrorCode } from 'mcp-subscriptions';
 import { McpSubscriptionsModule } from 'mcp-subscriptions/nest';
 import { expectToBe } from '../helpers/assert.ts';
+import { sendHugeBody } from '../helpers/huge-body.ts';
 import { bearer, startNestApp, warningsLogger, type NestTestApp } from '../helpers/nest-apps.ts';
 import { cancelBody, listen, listenBody, listenHeaders, post, type SseStream } from '../helpers/sse.ts';
 
@@ -203,6 +204,9 @@ describe('NestJS module on Fastify: listen in front of the host route', () => {
     expect(res.status).toBe(413);
     expect(app.guardCalls).toStrictEqual([]);
     expect(app.hub.stats().openStreams).toBe(0);
+    // A client still sending a huge body gets the 413 too: the connection is half-closed after it, not reset.
+    const { response } = await sendHugeBody(app.url, 'content-length', bearer('alice-token'));
+    expect(response.split('\r\n')[0]).toBe('HTTP/1.1 413 Payload Too Large');
   });
 });
 
