@@ -3,7 +3,9 @@
  * request (whether or not a body parser ran), routing listen and `notifications/cancelled`, who the
  * caller is by the common auth conventions, and the HTTP status of every refusal, from one table
  * keyed by refusal reason. Framework-free: it relies only on Node's request and on body-parser's
- * public conventions, so every Node-based adapter (Express, Nest's Express platform) shares it.
+ * public conventions, so every adapter shares it: on Node's request (Express, Nest's Express platform)
+ * through serveNodeRequest(), and where the framework has read the body (Fastify, Nest's Fastify
+ * platform) through dispatchRequest().
  */
 import type { IncomingMessage } from 'node:http';
 import { describeValue, ErrorCode, hasErrorCode, ProtocolError, type RefusalReason } from './errors.ts';

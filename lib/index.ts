@@ -5,14 +5,14 @@
  * that narrows acknowledgements and feeds `server/discover`, the in-memory bus, the errors (checked
  * by their `code`) and the diagnostics channels. Every option and type is documented in
  * lib/types.ts and re-exported here. The framework faces are entries of their own:
- * `mcp-subscriptions/express` and `mcp-subscriptions/nest`.
+ * `mcp-subscriptions/express`, `mcp-subscriptions/fastify` and `mcp-subscriptions/nest`.
  *
  * Deliberately NOT exported, and why:
  * - The listen engine (`createListenHandler`), the request parser, the SSE writer (`ListenStream`),
  *   and the HTTP plumbing the adapters share (body reading, `routeOf`, `serveNodeRequest`, the
  *   refusal status table): they live behind lib/internal.ts, which the package's `exports` do not
  *   publish. They change whenever the adapters need them to, and an app that mounts the middleware or
- *   the module never calls them. Writing your own adapter (raw `node:http`, Fastify) is not a public
+ *   the module never calls them. Writing your own adapter (raw `node:http`, Koa) is not a public
  *   API yet: ask for it in an issue, and it will get a documented, versioned entry of its own.
  * - The option validators and `resolve*Options()`: options are validated by the constructors and
  *   factories that take them, with a coded `OptionsError`.

@@ -27,6 +27,7 @@ const CONSUMER_TIMEOUT_MS = 180_000;
 const ENTRIES = {
   '.': 'lib/index',
   './express': 'adapters/express/index',
+  './fastify': 'adapters/fastify/index',
   './nest': 'adapters/nest/index',
   './redis': 'adapters/redis/index',
   './client': 'adapters/client/index',
@@ -86,6 +87,7 @@ describe('the published manifest', () => {
     expect(toSources.map(({ subpath, conditions, target }) => [subpath, conditions, target])).toStrictEqual([
       ['.', ['mcp-subscriptions-source'], './lib/index.ts'],
       ['./express', ['mcp-subscriptions-source'], './adapters/express/index.ts'],
+      ['./fastify', ['mcp-subscriptions-source'], './adapters/fastify/index.ts'],
       ['./nest', ['mcp-subscriptions-source'], './adapters/nest/index.ts'],
       ['./redis', ['mcp-subscriptions-source'], './adapters/redis/index.ts'],
       ['./client', ['mcp-subscriptions-source'], './adapters/client/index.ts'],
@@ -114,6 +116,7 @@ describe('the published manifest', () => {
     expect(manifest.typesVersions).toStrictEqual({
       '*': {
         express: ['./dist/cjs/adapters/express/index.d.ts'],
+        fastify: ['./dist/cjs/adapters/fastify/index.d.ts'],
         nest: ['./dist/cjs/adapters/nest/index.d.ts'],
         redis: ['./dist/cjs/adapters/redis/index.d.ts'],
         client: ['./dist/cjs/adapters/client/index.d.ts'],
@@ -147,8 +150,10 @@ describe('the published files', () => {
   it('are the two builds, the sources their maps point to, the README, the licence and the manifest: nothing else', () => {
     const unexpected = files.filter(
       (file) =>
-        !/^dist\/(cjs\/)?(lib|adapters\/(express|nest|redis|client))\/[a-z-.]+\.(js|js\.map|d\.ts)$/.test(file) &&
-        !/^(lib|adapters\/(express|nest|redis|client))\/[a-z-.]+\.ts$/.test(file) &&
+        !/^dist\/(cjs\/)?(lib|adapters\/(express|fastify|nest|redis|client))\/[a-z-.]+\.(js|js\.map|d\.ts)$/.test(
+          file,
+        ) &&
+        !/^(lib|adapters\/(express|fastify|nest|redis|client))\/[a-z-.]+\.ts$/.test(file) &&
         !['dist/cjs/package.json', 'README.md', 'LICENSE', 'package.json'].includes(file),
     );
     expect(unexpected).toStrictEqual([]);
@@ -240,6 +245,8 @@ interface Consumer {
 
 const MATRIX: readonly Consumer[] = [
   // TypeScript 7 removed moduleResolution node10 (TypeScript 6 deprecated it).
+  // The two below set esModuleInterop, as every app compiling Fastify's own types must (pino's types
+  // default-import a CommonJS module), since they compile `mcp-subscriptions/fastify` too.
   { name: 'node10-cjs', format: 'commonjs', refusedBy: { 7: ['TS5108'] } },
   // `module: commonjs` with moduleResolution left out: node10 on TypeScript 5, bundler on 7.
   { name: 'commonjs-cjs', format: 'commonjs' },
@@ -408,6 +415,7 @@ describe('consumers compiled against the tarball with their own tsconfig, then r
         SubscriptionHub: 'function',
         openStreams: 0,
         mcpSubscriptions: 'function',
+        fastifyPlugin: true,
         McpSubscriptionsModule: true,
         RedisBus: 'function',
         redisStats: 'connected',

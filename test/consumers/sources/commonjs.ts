@@ -3,6 +3,7 @@
 // from each entry, then where the entries were found, printed as one JSON line.
 import { SubscriptionHub, type HubStats } from 'mcp-subscriptions';
 import { mcpSubscriptions, type McpSubscriptionsMiddleware } from 'mcp-subscriptions/express';
+import { mcpSubscriptions as fastifyPlugin, type McpSubscriptionsFastifyOptions } from 'mcp-subscriptions/fastify';
 import { McpSubscriptionsModule, type McpSubscriptionsModuleOptions } from 'mcp-subscriptions/nest';
 import { RedisBus, type RedisBusStats } from 'mcp-subscriptions/redis';
 import { listen, ListenError, type ListenOptions, type SubscriptionItem } from 'mcp-subscriptions/client';
@@ -10,6 +11,7 @@ import { listen, ListenError, type ListenOptions, type SubscriptionItem } from '
 const hub = new SubscriptionHub();
 const stats: HubStats = hub.stats();
 const middleware: McpSubscriptionsMiddleware = mcpSubscriptions({ hub, capabilities: { toolsListChanged: true } });
+const pluginOptions: McpSubscriptionsFastifyOptions = { hub, capabilities: { toolsListChanged: true }, path: '/mcp' };
 const options: McpSubscriptionsModuleOptions = { capabilities: { toolsListChanged: true } };
 const dynamicModule = McpSubscriptionsModule.forRoot(options);
 const redisStats: keyof RedisBusStats = 'connected';
@@ -21,6 +23,12 @@ const endItem: SubscriptionItem = { type: 'end', reason: 'closed' };
 export function misuse(): SubscriptionHub {
   // @ts-expect-error `maxSubscriptions` is a number
   return new SubscriptionHub({ maxSubscriptions: 'many' });
+}
+
+// Never called either: the Fastify plugin's options are typed.
+export function misusePlugin(): McpSubscriptionsFastifyOptions {
+  // @ts-expect-error `path` is a string
+  return { hub, capabilities: {}, path: 42 };
 }
 
 // Never called either: the client's options are typed too.
@@ -35,6 +43,7 @@ console.log(
     resolved: {
       '.': require.resolve('mcp-subscriptions'),
       './express': require.resolve('mcp-subscriptions/express'),
+      './fastify': require.resolve('mcp-subscriptions/fastify'),
       './nest': require.resolve('mcp-subscriptions/nest'),
       './redis': require.resolve('mcp-subscriptions/redis'),
       './client': require.resolve('mcp-subscriptions/client'),
@@ -43,6 +52,7 @@ console.log(
       SubscriptionHub: typeof SubscriptionHub,
       openStreams: stats.openStreams,
       mcpSubscriptions: typeof middleware,
+      fastifyPlugin: typeof fastifyPlugin === 'function' && pluginOptions.path === '/mcp',
       McpSubscriptionsModule: dynamicModule.module === McpSubscriptionsModule,
       RedisBus: typeof RedisBus,
       redisStats,
