@@ -1,17 +1,17 @@
 /**
- * The example apps (examples/express, examples/nest) as a user gets them: each installed from its own
+ * The example apps (examples/express, examples/nest, examples/fastify) as a user gets them: each installed from its own
  * lockfile with `npm ci` (first use, or when the lockfile changed), with the package `npm pack` makes
  * unpacked over it, type-checked with TypeScript 5 and 7 (the repository's `typescript` and
  * `typescript7`) and compiled with 7 (what the examples pin, and what `npm i typescript` installs),
  * started as a user starts it, and exercised over real HTTP: the app's own 401, the read check
  * narrowing a listen's acknowledgement, `server/discover` advertising exactly what listen honours, a
  * REST change reaching the stream, and SIGTERM ending the stream with its terminal result before the
- * process exits 0. The Express example's own jest test (the client example of docs/client.md) runs with its
- * own jest setup against the packed package.
+ * process exits 0. The Express example's own jest test (the client example of docs/client.md), and the
+ * Fastify example's, run with their own jest setup against the packed package.
  *
- * Also: the quick starts (the README's for Express, docs/nest.md's for Nest) are these apps, file by file (every fenced block marked
+ * Also: the quick starts (the README's for Express, docs/nest.md's for Nest, docs/fastify.md's for Fastify) are these apps, file by file (every fenced block marked
  * `<!-- from examples/… -->` is that whole file, and every file, import and package they need is
- * shown), and its `curl` listen request works as written against both running examples, each header
+ * shown), and its `curl` listen request works as written against every running example, each header
  * refused when left out.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -47,7 +47,7 @@ const STRIPS_TYPES = process.allowedNodeEnvironmentFlags.has('--experimental-str
 // A first run installs each example's dependencies with `npm ci`; later runs only unpack and compile.
 const EXAMPLE_TIMEOUT_MS = 600_000;
 
-type Example = 'express' | 'nest';
+type Example = 'express' | 'nest' | 'fastify';
 
 interface Manifest {
   dependencies?: Record<string, string>;
@@ -333,7 +333,7 @@ describe('the example apps, installed from their lockfiles with the packed packa
       root.set(name, [...(root.get(name) ?? []), entry.version]);
     }
     const drift: string[] = [];
-    for (const example of ['express', 'nest'] as const) {
+    for (const example of ['express', 'nest', 'fastify'] as const) {
       const manifest = readJson<Manifest>(path.join(exampleDir(example), 'package.json'));
       expect(manifest.dependencies?.[PACKAGE]).toBe('^0.1.0');
       expect(manifest.devDependencies?.['typescript']).toMatch(/^7\./);
@@ -370,6 +370,21 @@ describe('the example apps, installed from their lockfiles with the packed packa
       tsc('nest', 5, '--noEmit');
       tsc('nest', 7);
       await exercise(await start('nest', ['dist/main.js']), { curl: true });
+    },
+    EXAMPLE_TIMEOUT_MS,
+  );
+
+  it(
+    'Fastify 5 (ES modules): type-checks on TypeScript 5 and 7, passes its own jest test, then serves listen behind its auth hook, run by tsx and compiled',
+    async () => {
+      install('fastify');
+      tsc('fastify', 5, '--noEmit');
+      tsc('fastify', 7, '--noEmit');
+      npmTest('fastify');
+      await exercise(await start('fastify', ['node_modules/.bin/tsx', 'src/main.ts']), { curl: true });
+      tsc('fastify', 7);
+      await exercise(await start('fastify', ['dist/main.js']));
+      if (STRIPS_TYPES) await exercise(await start('fastify', ['--experimental-strip-types', 'src/main.ts']));
     },
     EXAMPLE_TIMEOUT_MS,
   );
@@ -488,18 +503,18 @@ describe('the README and docs show the examples, file by file, complete', () => 
 
   it('each quick start shows every file of its app, marks every code block, and installs every package they import', () => {
     const sections = { express: readmeSection(EXPRESS), nest: readmeSection(NEST, NEST_PAGE) };
-    const shownBy = (example: Example): Shown[] =>
+    const shownBy = (example: keyof typeof sections): Shown[] =>
       shownIn(sections[example].page, sections[example].text, sections[example].firstLine);
     for (const example of ['express', 'nest'] as const) {
       const { text } = sections[example];
       const shown = shownBy(example);
-      // A file the Nest app shares with the Express one is shown once, in the Express quick start; the
-      // Nest quick start names it, and it is the same file, byte for byte.
+      // A file the Nest or Fastify app shares with the Express one is shown once, in the Express quick
+      // start; the other quick start names it, and it is the same file, byte for byte.
       const missing = appFiles(example).filter((file) => !shown.some((block) => block.file === file));
       const shared = missing.filter((file) => {
         const twin = file.replace(`examples/${example}/`, 'examples/express/');
         return (
-          example === 'nest' &&
+          example !== 'express' &&
           text.includes(`\`${file.replace(`examples/${example}/`, '')}\``) &&
           shownBy('express').some((block) => block.file === twin) &&
           readFileSync(path.join(REPO_ROOT, file), 'utf8') === readFileSync(path.join(REPO_ROOT, twin), 'utf8')
