@@ -391,7 +391,7 @@ describe('the example apps, installed from their lockfiles with the packed packa
 });
 
 /** The pages that show files of the examples. */
-const PAGES = ['README.md', 'docs/nest.md', 'docs/client.md'];
+const PAGES = ['README.md', 'docs/nest.md', 'docs/fastify.md', 'docs/client.md'];
 
 interface Shown {
   /** Where the block's first line is, `README.md:120`. */
@@ -487,6 +487,9 @@ const EXPRESS = '## Quick start (your Express app)';
 /** The Nest quick start, whole files, lives on the Nest page; the README points to it. */
 const NEST = '## Quick start';
 const NEST_PAGE = 'docs/nest.md';
+/** The Fastify quick start, whole files, lives on the Fastify page; the README shows its app.ts and points to it. */
+const FASTIFY = '## Quick start';
+const FASTIFY_PAGE = 'docs/fastify.md';
 /** The client example (the Express example's own test) lives on the client page, beside its jest set-up. */
 const CLIENT = "## Your app's test, with jest";
 /** Where the README's client example says how to run it with jest. */
@@ -497,15 +500,19 @@ describe('the README and docs show the examples, file by file, complete', () => 
     const shown = PAGES.filter((page) => existsSync(path.join(REPO_ROOT, page))).flatMap((page) =>
       shownIn(page, readFileSync(path.join(REPO_ROOT, page), 'utf8')),
     );
-    expect(new Set(shown.map(({ file }) => file.split('/')[1]))).toStrictEqual(new Set(['express', 'nest']));
+    expect(new Set(shown.map(({ file }) => file.split('/')[1]))).toStrictEqual(new Set(['express', 'nest', 'fastify']));
     expect(staleBlocks(shown)).toStrictEqual([]);
   });
 
   it('each quick start shows every file of its app, marks every code block, and installs every package they import', () => {
-    const sections = { express: readmeSection(EXPRESS), nest: readmeSection(NEST, NEST_PAGE) };
+    const sections = {
+      express: readmeSection(EXPRESS),
+      nest: readmeSection(NEST, NEST_PAGE),
+      fastify: readmeSection(FASTIFY, FASTIFY_PAGE),
+    };
     const shownBy = (example: keyof typeof sections): Shown[] =>
       shownIn(sections[example].page, sections[example].text, sections[example].firstLine);
-    for (const example of ['express', 'nest'] as const) {
+    for (const example of ['express', 'nest', 'fastify'] as const) {
       const { text } = sections[example];
       const shown = shownBy(example);
       // A file the Nest or Fastify app shares with the Express one is shown once, in the Express quick
