@@ -465,6 +465,35 @@ function staleBlocks(shown: readonly Shown[]): { at: string; file: string }[] {
     .map(({ at, file }) => ({ at, file }));
 }
 
+/**
+ * Every fenced block right below a `<!-- excerpt of examples/… -->` line of `text` (a part of a file, shown
+ * where the whole would be too long) whose lines are not all lines of that file, in the same order.
+ */
+function staleExcerpts(page: string, text: string): { at: string; file: string }[] {
+  const lines = text.split('\n');
+  const stale: { at: string; file: string }[] = [];
+  lines.forEach((line, i) => {
+    const file = /^<!-- excerpt of (examples\/\S+) -->$/.exec(line.trim())?.[1];
+    if (file === undefined) return;
+    const open = lines.findIndex((next, j) => j > i && next.trim() !== '');
+    const close = lines.findIndex((next, j) => j > open && /^```\s*$/.test(next));
+    const source = path.join(REPO_ROOT, file);
+    let at = 0;
+    const fileLines = existsSync(source) ? readFileSync(source, 'utf8').split('\n') : [];
+    const inOrder =
+      /^```\w+$/.test(lines[open] ?? '') &&
+      close !== -1 &&
+      lines.slice(open + 1, close).every((shown) => {
+        if (shown.trim() === '') return true;
+        const found = fileLines.findIndex((candidate, k) => k >= at && candidate.trim() === shown.trim());
+        at = found + 1;
+        return found !== -1;
+      });
+    if (!inOrder) stale.push({ at: `${page}:${open + 1}`, file });
+  });
+  return stale;
+}
+
 /** How many ```ts and ```json blocks of `text` have no `<!-- from examples/… -->` marker right above. */
 function unmarkedBlocks(text: string): number {
   return [...text.matchAll(/(<!-- from examples\/\S+ -->\n\n?)?```(?:ts|json)\n/g)].filter(
@@ -502,6 +531,13 @@ describe('the README and docs show the examples, file by file, complete', () => 
     );
     expect(new Set(shown.map(({ file }) => file.split('/')[1]))).toStrictEqual(new Set(['express', 'nest', 'fastify']));
     expect(staleBlocks(shown)).toStrictEqual([]);
+  });
+
+  it('every block marked `<!-- excerpt of examples/… -->` is lines of that file, in order', () => {
+    const pages = PAGES.filter((page) => existsSync(path.join(REPO_ROOT, page)));
+    const excerpts = pages.flatMap((page) => staleExcerpts(page, readFileSync(path.join(REPO_ROOT, page), 'utf8')));
+    expect(excerpts).toStrictEqual([]);
+    expect(readFileSync(README, 'utf8')).toContain('<!-- excerpt of examples/fastify/src/app.ts -->');
   });
 
   it('each quick start shows every file of its app, marks every code block, and installs every package they import', () => {
@@ -589,5 +625,10 @@ describe('the README and docs show the examples, file by file, complete', () => 
     const marked = `<!-- from ${file} -->\n\n\`\`\`ts\n${code}\n\`\`\`\n`;
     expect(unmarkedBlocks(marked)).toBe(0);
     expect(unmarkedBlocks(`${marked}\n\`\`\`json\n{}\n\`\`\`\n`)).toBe(1);
+    const excerpt = (shown: string): string => `<!-- excerpt of ${file} -->\n\n\`\`\`ts\n${shown}\n\`\`\`\n`;
+    const [first, second] = code.split('\n').filter((line) => line.trim() !== '');
+    expect(staleExcerpts('x', excerpt(`${first!}\n${second!}`))).toStrictEqual([]);
+    expect(staleExcerpts('x', excerpt(`${second!}\n${first!}`))).toHaveLength(1); // out of order
+    expect(staleExcerpts('x', excerpt('app.use(somethingElse);'))).toHaveLength(1);
   });
 });
