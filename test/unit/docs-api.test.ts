@@ -109,17 +109,14 @@ const FASTIFY_REGISTER_OPTIONS = ['prefix', 'logLevel', 'logSerializers'];
 
 /**
  * Loads the Fastify plugin on a fresh instance (no server started) with `options` beside a hub and no
- * capability, as Fastify's loader calls it: the decorator it sets, or the error it throws.
+ * capability, as Fastify's loader calls it: the decorator it sets, or the error it hands to `done()`.
  */
 function loadFastifyPlugin(options: Record<string, unknown>): { decorated?: unknown; error?: unknown } {
   const app = Fastify();
   const hub = new SubscriptionHub({ logger: recordingLogger() });
-  try {
-    fastifyPlugin(app, { hub, capabilities: {}, ...options }, () => undefined);
-    return { decorated: app.mcpSubscriptions };
-  } catch (error) {
-    return { error };
-  }
+  let error: unknown;
+  fastifyPlugin(app, { hub, capabilities: {}, ...options }, (failed) => (error = failed));
+  return error === undefined ? { decorated: app.mcpSubscriptions } : { error };
 }
 
 /**
