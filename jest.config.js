@@ -48,9 +48,13 @@ const project = (tier, alsoRun = []) => ({
 export default {
   projects: [
     project('unit'),
-    // The client example (docs/client.md) is examples/express's own test: run here from the sources, and by the
-    // example's `npm test` from the packed tarball (test/system/examples.test.ts).
-    project('integration', ['<rootDir>/examples/express/src/app.test.ts']),
+    // The client example (docs/client.md) is examples/express's own test, and examples/fastify has its twin:
+    // run here from the sources, and by each example's `npm test` from the packed tarball
+    // (test/system/examples.test.ts).
+    project('integration', [
+      '<rootDir>/examples/express/src/app.test.ts',
+      '<rootDir>/examples/fastify/src/app.test.ts',
+    ]),
     project('system'),
   ],
   testTimeout: 30_000,

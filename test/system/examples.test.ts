@@ -1,17 +1,17 @@
 /**
- * The example apps (examples/express, examples/nest) as a user gets them: each installed from its own
+ * The example apps (examples/express, examples/nest, examples/fastify) as a user gets them: each installed from its own
  * lockfile with `npm ci` (first use, or when the lockfile changed), with the package `npm pack` makes
  * unpacked over it, type-checked with TypeScript 5 and 7 (the repository's `typescript` and
  * `typescript7`) and compiled with 7 (what the examples pin, and what `npm i typescript` installs),
  * started as a user starts it, and exercised over real HTTP: the app's own 401, the read check
  * narrowing a listen's acknowledgement, `server/discover` advertising exactly what listen honours, a
  * REST change reaching the stream, and SIGTERM ending the stream with its terminal result before the
- * process exits 0. The Express example's own jest test (the client example of docs/client.md) runs with its
- * own jest setup against the packed package.
+ * process exits 0. The Express example's own jest test (the client example of docs/client.md), and the
+ * Fastify example's, run with their own jest setup against the packed package.
  *
- * Also: the quick starts (the README's for Express, docs/nest.md's for Nest) are these apps, file by file (every fenced block marked
+ * Also: the quick starts (the README's for Express, docs/nest.md's for Nest, docs/fastify.md's for Fastify) are these apps, file by file (every fenced block marked
  * `<!-- from examples/… -->` is that whole file, and every file, import and package they need is
- * shown), and its `curl` listen request works as written against both running examples, each header
+ * shown), and its `curl` listen request works as written against every running example, each header
  * refused when left out.
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -47,7 +47,7 @@ const STRIPS_TYPES = process.allowedNodeEnvironmentFlags.has('--experimental-str
 // A first run installs each example's dependencies with `npm ci`; later runs only unpack and compile.
 const EXAMPLE_TIMEOUT_MS = 600_000;
 
-type Example = 'express' | 'nest';
+type Example = 'express' | 'nest' | 'fastify';
 
 interface Manifest {
   dependencies?: Record<string, string>;
@@ -333,7 +333,7 @@ describe('the example apps, installed from their lockfiles with the packed packa
       root.set(name, [...(root.get(name) ?? []), entry.version]);
     }
     const drift: string[] = [];
-    for (const example of ['express', 'nest'] as const) {
+    for (const example of ['express', 'nest', 'fastify'] as const) {
       const manifest = readJson<Manifest>(path.join(exampleDir(example), 'package.json'));
       expect(manifest.dependencies?.[PACKAGE]).toBe('^0.1.0');
       expect(manifest.devDependencies?.['typescript']).toMatch(/^7\./);
@@ -373,10 +373,25 @@ describe('the example apps, installed from their lockfiles with the packed packa
     },
     EXAMPLE_TIMEOUT_MS,
   );
+
+  it(
+    'Fastify 5 (ES modules): type-checks on TypeScript 5 and 7, passes its own jest test, then serves listen behind its auth hook, run by tsx and compiled',
+    async () => {
+      install('fastify');
+      tsc('fastify', 5, '--noEmit');
+      tsc('fastify', 7, '--noEmit');
+      npmTest('fastify');
+      await exercise(await start('fastify', ['node_modules/.bin/tsx', 'src/main.ts']), { curl: true });
+      tsc('fastify', 7);
+      await exercise(await start('fastify', ['dist/main.js']));
+      if (STRIPS_TYPES) await exercise(await start('fastify', ['--experimental-strip-types', 'src/main.ts']));
+    },
+    EXAMPLE_TIMEOUT_MS,
+  );
 });
 
 /** The pages that show files of the examples. */
-const PAGES = ['README.md', 'docs/nest.md', 'docs/client.md'];
+const PAGES = ['README.md', 'docs/nest.md', 'docs/fastify.md', 'docs/client.md'];
 
 interface Shown {
   /** Where the block's first line is, `README.md:120`. */
@@ -450,6 +465,35 @@ function staleBlocks(shown: readonly Shown[]): { at: string; file: string }[] {
     .map(({ at, file }) => ({ at, file }));
 }
 
+/**
+ * Every fenced block right below a `<!-- excerpt of examples/… -->` line of `text` (a part of a file, shown
+ * where the whole would be too long) whose lines are not all lines of that file, in the same order.
+ */
+function staleExcerpts(page: string, text: string): { at: string; file: string }[] {
+  const lines = text.split('\n');
+  const stale: { at: string; file: string }[] = [];
+  lines.forEach((line, i) => {
+    const file = /^<!-- excerpt of (examples\/\S+) -->$/.exec(line.trim())?.[1];
+    if (file === undefined) return;
+    const open = lines.findIndex((next, j) => j > i && next.trim() !== '');
+    const close = lines.findIndex((next, j) => j > open && /^```\s*$/.test(next));
+    const source = path.join(REPO_ROOT, file);
+    let at = 0;
+    const fileLines = existsSync(source) ? readFileSync(source, 'utf8').split('\n') : [];
+    const inOrder =
+      /^```\w+$/.test(lines[open] ?? '') &&
+      close !== -1 &&
+      lines.slice(open + 1, close).every((shown) => {
+        if (shown.trim() === '') return true;
+        const found = fileLines.findIndex((candidate, k) => k >= at && candidate.trim() === shown.trim());
+        at = found + 1;
+        return found !== -1;
+      });
+    if (!inOrder) stale.push({ at: `${page}:${open + 1}`, file });
+  });
+  return stale;
+}
+
 /** How many ```ts and ```json blocks of `text` have no `<!-- from examples/… -->` marker right above. */
 function unmarkedBlocks(text: string): number {
   return [...text.matchAll(/(<!-- from examples\/\S+ -->\n\n?)?```(?:ts|json)\n/g)].filter(
@@ -472,6 +516,9 @@ const EXPRESS = '## Quick start (your Express app)';
 /** The Nest quick start, whole files, lives on the Nest page; the README points to it. */
 const NEST = '## Quick start';
 const NEST_PAGE = 'docs/nest.md';
+/** The Fastify quick start, whole files, lives on the Fastify page; the README shows its app.ts and points to it. */
+const FASTIFY = '## Quick start';
+const FASTIFY_PAGE = 'docs/fastify.md';
 /** The client example (the Express example's own test) lives on the client page, beside its jest set-up. */
 const CLIENT = "## Your app's test, with jest";
 /** Where the README's client example says how to run it with jest. */
@@ -482,24 +529,35 @@ describe('the README and docs show the examples, file by file, complete', () => 
     const shown = PAGES.filter((page) => existsSync(path.join(REPO_ROOT, page))).flatMap((page) =>
       shownIn(page, readFileSync(path.join(REPO_ROOT, page), 'utf8')),
     );
-    expect(new Set(shown.map(({ file }) => file.split('/')[1]))).toStrictEqual(new Set(['express', 'nest']));
+    expect(new Set(shown.map(({ file }) => file.split('/')[1]))).toStrictEqual(new Set(['express', 'nest', 'fastify']));
     expect(staleBlocks(shown)).toStrictEqual([]);
   });
 
+  it('every block marked `<!-- excerpt of examples/… -->` is lines of that file, in order', () => {
+    const pages = PAGES.filter((page) => existsSync(path.join(REPO_ROOT, page)));
+    const excerpts = pages.flatMap((page) => staleExcerpts(page, readFileSync(path.join(REPO_ROOT, page), 'utf8')));
+    expect(excerpts).toStrictEqual([]);
+    expect(readFileSync(README, 'utf8')).toContain('<!-- excerpt of examples/fastify/src/app.ts -->');
+  });
+
   it('each quick start shows every file of its app, marks every code block, and installs every package they import', () => {
-    const sections = { express: readmeSection(EXPRESS), nest: readmeSection(NEST, NEST_PAGE) };
-    const shownBy = (example: Example): Shown[] =>
+    const sections = {
+      express: readmeSection(EXPRESS),
+      nest: readmeSection(NEST, NEST_PAGE),
+      fastify: readmeSection(FASTIFY, FASTIFY_PAGE),
+    };
+    const shownBy = (example: keyof typeof sections): Shown[] =>
       shownIn(sections[example].page, sections[example].text, sections[example].firstLine);
-    for (const example of ['express', 'nest'] as const) {
+    for (const example of ['express', 'nest', 'fastify'] as const) {
       const { text } = sections[example];
       const shown = shownBy(example);
-      // A file the Nest app shares with the Express one is shown once, in the Express quick start; the
-      // Nest quick start names it, and it is the same file, byte for byte.
+      // A file the Nest or Fastify app shares with the Express one is shown once, in the Express quick
+      // start; the other quick start names it, and it is the same file, byte for byte.
       const missing = appFiles(example).filter((file) => !shown.some((block) => block.file === file));
       const shared = missing.filter((file) => {
         const twin = file.replace(`examples/${example}/`, 'examples/express/');
         return (
-          example === 'nest' &&
+          example !== 'express' &&
           text.includes(`\`${file.replace(`examples/${example}/`, '')}\``) &&
           shownBy('express').some((block) => block.file === twin) &&
           readFileSync(path.join(REPO_ROOT, file), 'utf8') === readFileSync(path.join(REPO_ROOT, twin), 'utf8')
@@ -567,5 +625,10 @@ describe('the README and docs show the examples, file by file, complete', () => 
     const marked = `<!-- from ${file} -->\n\n\`\`\`ts\n${code}\n\`\`\`\n`;
     expect(unmarkedBlocks(marked)).toBe(0);
     expect(unmarkedBlocks(`${marked}\n\`\`\`json\n{}\n\`\`\`\n`)).toBe(1);
+    const excerpt = (shown: string): string => `<!-- excerpt of ${file} -->\n\n\`\`\`ts\n${shown}\n\`\`\`\n`;
+    const [first, second] = code.split('\n').filter((line) => line.trim() !== '');
+    expect(staleExcerpts('x', excerpt(`${first!}\n${second!}`))).toStrictEqual([]);
+    expect(staleExcerpts('x', excerpt(`${second!}\n${first!}`))).toHaveLength(1); // out of order
+    expect(staleExcerpts('x', excerpt('app.use(somethingElse);'))).toHaveLength(1);
   });
 });

@@ -6,6 +6,7 @@
  * others ("required", "a random UUID", `new MemoryBus()`) are prose.
  */
 import { describe, expect, test } from '@jest/globals';
+import Fastify from 'fastify';
 import { readFileSync } from 'node:fs';
 import {
   DEFAULT_MAX_BODY_BYTES,
@@ -24,6 +25,7 @@ import {
   ROUTE_OPTION_KEYS,
 } from '../../adapters/nest/mcp-subscriptions.options.ts';
 import { REDIS_BUS_OPTION_KEYS, resolveRedisBusOptions } from '../../adapters/redis/options.ts';
+import { mcpSubscriptions as fastifyPlugin } from '../../adapters/fastify/index.ts';
 import {
   LISTEN_OPTION_KEYS as CLIENT_LISTEN_OPTION_KEYS,
   RECONNECT_OPTION_KEYS,
@@ -31,6 +33,7 @@ import {
   resolveWaitFor,
   WAIT_FOR_OPTION_KEYS,
 } from '../../adapters/client/options.ts';
+import { hasErrorCode } from '../../lib/index.ts';
 import { recordingLogger } from '../helpers/fake-response.ts';
 
 const API_MD = new URL('../../docs/api.md', import.meta.url);
@@ -101,6 +104,21 @@ function table(name: string): Row[] {
 
 const namesOf = (rows: readonly Row[]): string[] => rows.flatMap((row) => row.names).sort();
 
+/** Fastify's own register options, which Fastify hands every plugin: accepted, and not the plugin's to document. */
+const FASTIFY_REGISTER_OPTIONS = ['prefix', 'logLevel', 'logSerializers'];
+
+/**
+ * Loads the Fastify plugin on a fresh instance (no server started) with `options` beside a hub and no
+ * capability, as Fastify's loader calls it: the decorator it sets, or the error it hands to `done()`.
+ */
+function loadFastifyPlugin(options: Record<string, unknown>): { decorated?: unknown; error?: unknown } {
+  const app = Fastify();
+  const hub = new SubscriptionHub({ logger: recordingLogger() });
+  let error: unknown;
+  fastifyPlugin(app, { hub, capabilities: {}, ...options }, (failed) => (error = failed));
+  return error === undefined ? { decorated: app.mcpSubscriptions } : { error };
+}
+
 /**
  * Checks each documented default against `resolved`: a literal must equal the resolved value, and a
  * resolved number or boolean must be documented as a literal. Returns how many defaults it compared.
@@ -147,6 +165,22 @@ describe('docs/api.md names exactly the options each entry point accepts', () =>
     expect(namesOf(table('new RedisBus()'))).toEqual([...REDIS_BUS_OPTION_KEYS].sort());
   });
 
+  test('the Fastify plugin: every documented key is accepted, and every other key the adapters know is refused', () => {
+    const documented = namesOf(table('mcpSubscriptions (Fastify)'));
+    const candidates = new Set([
+      ...documented,
+      ...LISTEN_OPTION_KEYS,
+      ...NODE_ADAPTER_OPTION_KEYS,
+      ...ROUTE_OPTION_KEYS,
+    ]);
+    const accepted = [...candidates].filter((key) => {
+      const { error } = loadFastifyPlugin({ [key]: undefined });
+      return !hasErrorCode(error, 'ERR_MCP_SUBSCRIPTIONS_UNKNOWN_OPTION');
+    });
+    expect(accepted.sort()).toEqual(documented);
+    for (const key of FASTIFY_REGISTER_OPTIONS) expect(loadFastifyPlugin({ [key]: undefined }).error).toBeUndefined();
+  });
+
   test('listen(), its reconnect and waitFor()', () => {
     expect(namesOf(table('listen()'))).toEqual([...CLIENT_LISTEN_OPTION_KEYS].sort());
     expect(namesOf(table('listen() reconnect'))).toEqual([...RECONNECT_OPTION_KEYS].sort());
@@ -178,6 +212,13 @@ describe("docs/api.md's defaults are the ones the resolvers apply", () => {
     // The module resolves the shared options through the engine; its own are the route's and the body limit.
     expect(module.maxBodyBytes).toBe(DEFAULT_MAX_BODY_BYTES);
     expect(expectDefaults(table('McpSubscriptionsModule.forRoot()'), { ...resolveRouteOptions({}) })).toBe(4);
+  });
+
+  test('the Fastify plugin', () => {
+    const { decorated } = loadFastifyPlugin({});
+    const { path } = decorated as { path: string };
+    // The shared options are documented as "as in mcpSubscriptions()", whose defaults are checked above.
+    expect(expectDefaults(table('mcpSubscriptions (Fastify)'), { path })).toBe(1);
   });
 
   test('new RedisBus()', () => {
