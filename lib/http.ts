@@ -337,6 +337,27 @@ export interface DispatchInput<Req> {
   readonly rawBody?: Buffer | string;
 }
 
+/** A framework's reply over Node's response, as Fastify's is: headers of its own until it sends. */
+export interface WrappedReply {
+  readonly raw: StreamResponse & { setHeader(name: string, value: number | string | readonly string[]): unknown };
+  getHeaders(): Record<string, number | string | readonly string[] | undefined>;
+  /** Tells the framework the handler answers on `raw` itself: it must neither answer after it nor touch it. */
+  hijack(): unknown;
+}
+
+/**
+ * Takes Node's response over from a framework's reply ({@link dispatchRequest}'s `claim`): the headers
+ * the app's hooks set on the reply (CORS above all, `@fastify/cors` sets them there) are carried onto
+ * Node's response, which they would never reach otherwise, and the reply is hijacked.
+ */
+export function takeOverReply(reply: WrappedReply): StreamResponse {
+  for (const [name, value] of Object.entries(reply.getHeaders())) {
+    if (value !== undefined) reply.raw.setHeader(name, value);
+  }
+  reply.hijack();
+  return reply.raw;
+}
+
 /**
  * The body fields of a {@link DispatchInput} from what a framework's parser left (Fastify's
  * `request.body`): the parsed body, or bytes a raw or text parser kept, parsed here for routing (the

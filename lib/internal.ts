@@ -28,6 +28,7 @@ export {
   REFUSAL_STATUS,
   routeOf,
   serveNodeRequest,
+  takeOverReply,
   writeProtocolError,
 } from './http.ts';
 export type {
@@ -37,6 +38,7 @@ export type {
   ListenInput,
   NodeRequest,
   NodeServeOptions,
+  WrappedReply,
 } from './http.ts';
 export { ProtocolError, SUBSCRIPTION_LIMIT_MESSAGE } from './errors.ts';
 export type { RefusalReason } from './errors.ts';

@@ -195,8 +195,8 @@ const ANONYMOUS_WITH_READ_CHECK =
   'a subscriptions/listen request had no principal, and the read check (`canRead`) refused every URI it asked for: ' +
   "they were checked as an anonymous caller's, and the acknowledgement holds none. " +
   'If your callers authenticate, the likely cause is auth that runs after the listen middleware: in Express mount ' +
-  'your auth before mcpSubscriptions(), on the same route; in Nest authenticate in a global guard or in the ' +
-  "module's `guards`. Or your auth keeps the caller elsewhere than `req.auth.extra.sub` or `req.user`: give the " +
+  'your auth before mcpSubscriptions(), on the same route; in Fastify authenticate in a hook of your MCP route ' +
+  "(or of the app), not in its handler; in Nest authenticate in a global guard or in the module's `guards`. Or your auth keeps the caller elsewhere than `req.auth.extra.sub` or `req.user`: give the " +
   '`principal` option. Logged once (docs/mount-order.md)';
 
 /**

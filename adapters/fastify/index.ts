@@ -20,6 +20,8 @@ import type {
 } from 'fastify';
 import {
   bodyInput,
+  consoleLogger,
+  takeOverReply,
   closeUnreadAfterAnswer,
   createListenHandler,
   defaultPrincipal as nodeDefaultPrincipal,
@@ -106,6 +108,14 @@ function fastifyLogger(log: FastifyBaseLogger): Logger {
   };
 }
 
+/**
+ * The app's own logger when it has one; with Fastify's logger off (no level), the library's default
+ * (stderr), so that a failing check or a listen without a caller is never silent.
+ */
+function defaultLogger(log: FastifyBaseLogger): Logger {
+  return typeof log.level === 'string' ? fastifyLogger(log.child({ plugin: 'mcp-subscriptions' })) : consoleLogger;
+}
+
 function checkPath(value: unknown): string {
   if (value === undefined) return DEFAULT_PATH;
   if (typeof value !== 'string' || !value.startsWith('/')) {
@@ -131,14 +141,14 @@ function setUp(fastify: FastifyInstance, options: McpSubscriptionsFastifyOptions
   const path = checkPath(options.path);
   optionalFunction('principal', options.principal);
   const handler = createListenHandler<FastifyRequest>(
-    { ...options, logger: options.logger ?? fastifyLogger(fastify.log.child({ plugin: 'mcp-subscriptions' })) },
+    { ...options, logger: options.logger ?? defaultLogger(fastify.log) },
     { where: WHERE, extraKeys: FASTIFY_OPTION_KEYS },
   );
   const { hub } = handler.options;
   if (fastify.hasDecorator('mcpSubscriptions')) {
     throw new OptionsError(
       ErrorCode.AlreadyRegistered,
-      `the plugin is already registered in this context (on ${fastify.mcpSubscriptions.path}); register it once, and serve MCP from one path`,
+      `the plugin is already registered in this context or a parent of it (on ${fastify.mcpSubscriptions.path}); register it once per MCP route, in contexts that do not contain each other`,
     );
   }
   fastify.decorate('mcpSubscriptions', Object.freeze({ hub, handler, path }));
@@ -160,12 +170,9 @@ function setUp(fastify: FastifyInstance, options: McpSubscriptionsFastifyOptions
         const serving = dispatchRequest(
           { request, headers: request.headers, ...bodyInput(request.body) },
           dispatchOptions,
-          () => {
-            // The engine writes Node's response itself (the SSE stream, or a JSON-RPC error): Fastify
-            // must neither answer after this handler nor touch the response.
-            reply.hijack();
-            return reply.raw;
-          },
+          // The engine writes Node's response itself (the SSE stream, or a JSON-RPC error): Fastify must
+          // neither answer after this handler nor touch the response.
+          () => takeOverReply(reply),
         );
         if (serving !== undefined) return serving;
       }

@@ -24,9 +24,11 @@ import {
   OptionsError,
   serveNodeRequest,
   SubscriptionHub,
+  takeOverReply,
   type ListenHandler,
   type NodeServeOptions,
   type ResourceCheck,
+  type WrappedReply,
 } from '../../lib/internal.ts';
 import { FastifyListenRoute, type FastifyInstanceLike, type FastifyPlacement } from './fastify-route.ts';
 import {
@@ -62,10 +64,7 @@ function isHttpException(error: unknown): boolean {
 const noop: Next = () => {};
 
 /** The parts of Fastify's reply the module uses on Nest's Fastify platform. */
-interface FastifyReplyLike {
-  readonly raw: ServerResponse;
-  hijack(): unknown;
-}
+type FastifyReplyLike = WrappedReply & { readonly raw: ServerResponse };
 
 /** The parts of Fastify's request the module uses (besides what guards set on it). */
 type FastifyRequestLike = McpRequest & { readonly raw: McpRequest };
@@ -260,10 +259,7 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
     const serving = dispatchRequest(
       { request: req, headers: req.headers, ...bodyInput(req.body) },
       this.serveOptions,
-      () => {
-        reply.hijack();
-        return reply.raw;
-      },
+      () => takeOverReply(reply),
     );
     if (serving === undefined) next();
     else await serving;

@@ -101,8 +101,10 @@ async function serve(options: Partial<McpSubscriptionsFastifyOptions> = {}): Pro
   const app = Fastify({ logger: { level: 'warn', stream: log } });
   const route = hostRoute();
   const checked: Served['checked'] = [];
-  app.addHook('onRequest', (_request, _reply, done) => {
+  app.addHook('onRequest', (_request, reply, done) => {
     route.order.push('app onRequest');
+    // What @fastify/cors does: a header set on Fastify's reply, which a hijacked reply never sends.
+    reply.header('access-control-allow-origin', 'https://app.example');
     done();
   });
   await app.register(mcpSubscriptions, {
@@ -176,6 +178,8 @@ describe('Fastify: listen in front of the MCP route, after its hooks', () => {
     );
     expect(stream.status).toBe(200);
     expect(stream.headers['content-type']).toBe('text/event-stream');
+    // The headers the app's hooks set on the reply reach the stream's response.
+    expect(stream.headers['access-control-allow-origin']).toBe('https://app.example');
     const ack = (await stream.event(1)).json;
     expect(ack).toStrictEqual({
       jsonrpc: '2.0',
@@ -261,6 +265,8 @@ describe('Fastify: listen in front of the MCP route, after its hooks', () => {
       );
       expect(await refusal(answer)).toStrictEqual({ status: 400, code: -32020, id: 'm' });
       expect(answer.text).not.toContain('note://alice');
+      // A refusal carries the app's reply headers too (a browser reads a CORS refusal only with them).
+      expect(answer.headers['access-control-allow-origin']).toBe('https://app.example');
     }
     expect(s.received).toStrictEqual([]);
   });
