@@ -325,6 +325,15 @@ export interface DispatchInput<Req> {
 }
 
 /**
+ * The body fields of a {@link DispatchInput} from what a framework's parser left (Fastify's
+ * `request.body`): the parsed body, or bytes a raw or text parser kept, parsed here for routing (the
+ * engine parses them again, with its own errors).
+ */
+export function bodyInput(body: unknown): Pick<DispatchInput<unknown>, 'body' | 'rawBody'> {
+  return Buffer.isBuffer(body) || typeof body === 'string' ? { body: parseOrUndefined(body), rawBody: body } : { body };
+}
+
+/**
  * Routes one request whose body is in, synchronously: `undefined` when it is not ours (the adapter
  * hands it on), else the serving of it, already started. `claim()` is called first, once, and returns
  * the Node response to write on (a framework that would answer after its handler is told not to there:

@@ -11,6 +11,7 @@ export type { CheckedListenOptions, ListenOptionsScope } from './listen.ts';
 export { HUB_OPTION_KEYS, hubEngine, isHub, REMOVED_HUB_OPTIONS, resolveHubOptions } from './subscription-hub.ts';
 export type { HubEngine, OpenInit, Reservation } from './subscription-hub.ts';
 export {
+  bodyInput,
   bodyTooLarge,
   bodyWasParsed,
   DEFAULT_MAX_BODY_BYTES,

@@ -19,6 +19,7 @@ import type {
   RouteOptions,
 } from 'fastify';
 import {
+  bodyInput,
   createListenHandler,
   defaultPrincipal as nodeDefaultPrincipal,
   describeValue,
@@ -153,13 +154,7 @@ const plugin: FastifyPluginCallback<McpSubscriptionsFastifyOptions> = (fastify, 
     function mcpSubscriptions(this: FastifyInstance, request: FastifyRequest, reply: FastifyReply) {
       if (request.method === 'POST') {
         const serving = dispatchRequest(
-          {
-            request,
-            headers: request.headers,
-            ...(Buffer.isBuffer(request.body) || typeof request.body === 'string'
-              ? { body: parseOrUndefined(request.body), rawBody: request.body }
-              : { body: request.body }),
-          },
+          { request, headers: request.headers, ...bodyInput(request.body) },
           dispatchOptions,
           () => {
             // The engine writes Node's response itself (the SSE stream, or a JSON-RPC error): Fastify
@@ -205,14 +200,6 @@ const plugin: FastifyPluginCallback<McpSubscriptionsFastifyOptions> = (fastify, 
   });
   done();
 };
-
-function parseOrUndefined(text: Buffer | string): unknown {
-  try {
-    return JSON.parse(String(text)) as unknown;
-  } catch {
-    return undefined;
-  }
-}
 
 /**
  * The Fastify plugin: serves `subscriptions/listen` (and `notifications/cancelled` for its streams) on

@@ -3,7 +3,7 @@
  * Defined with Nest's `ConfigurableModuleBuilder` (mcp-subscriptions.module-definition.ts); this class
  * adds the validation of its options and the providers that carry their resolved form.
  */
-import { Module, type DynamicModule, type Provider } from '@nestjs/common';
+import { Inject, Module, type DynamicModule, type NestModule, type Provider } from '@nestjs/common';
 import { ConfigurableModuleClass } from './mcp-subscriptions.module-definition.ts';
 import type {
   McpSubscriptionsModuleAsyncOptions,
@@ -18,15 +18,16 @@ import {
   resolveRouteOptions,
 } from './mcp-subscriptions.options.ts';
 import { resolvedOptionsFactory, resolvedOptionsValue } from './mcp-subscriptions.providers.ts';
+import { McpSubscriptionsService } from './mcp-subscriptions.service.ts';
 
 function withProviders(definition: DynamicModule, providers: Provider[]): DynamicModule {
   return { ...definition, providers: [...(definition.providers ?? []), ...providers] };
 }
 
 /**
- * Adds `subscriptions/listen` (MCP 2026-07-28) to a Nest app on the Express platform: a controller
- * route on your MCP path, in front of whatever serves the rest of MCP there, behind your global guards
- * and the `guards` you name. Each requested URI is admitted only if the `guards` you name let a
+ * Adds `subscriptions/listen` (MCP 2026-07-28) to a Nest app on the Express or the Fastify platform: a
+ * controller route on your MCP path, in front of whatever serves the rest of MCP there, behind your
+ * global guards and the `guards` you name. Each requested URI is admitted only if the `guards` you name let a
  * `resources/read` of it by the same caller through (the global guards too with `readGuards:
  * 'route-and-global'`), or your `canRead` does; with resource subscriptions on and neither, the module
  * refuses to start. The `SubscriptionHub` it provides is injectable by its class in every module
@@ -55,7 +56,19 @@ function withProviders(definition: DynamicModule, providers: Provider[]): Dynami
  * ```
  */
 @Module({})
-export class McpSubscriptionsModule extends ConfigurableModuleClass {
+export class McpSubscriptionsModule extends ConfigurableModuleClass implements NestModule {
+  constructor(@Inject(McpSubscriptionsService) private readonly subscriptions: McpSubscriptionsService) {
+    super();
+  }
+
+  /**
+   * Nest configures modules before it registers any route: the one moment the listen route's place in
+   * front of your MCP route can be prepared on Fastify, and a platform it cannot be placed on refused.
+   */
+  configure(): void {
+    this.subscriptions.prepareRoute();
+  }
+
   /**
    * The module with options known up front. They are validated here: a mistake (an unknown key, a
    * negative bound, a hook class without its method, resource subscriptions with nothing that decides

@@ -15,8 +15,10 @@ import {
 } from '@nestjs/common';
 import { ExternalContextCreator, HttpAdapterHost, ModuleRef } from '@nestjs/core';
 import {
+  bodyInput,
   createListenHandler,
   describeValue,
+  dispatchRequest,
   ErrorCode,
   isHub,
   OptionsError,
@@ -26,6 +28,7 @@ import {
   type NodeServeOptions,
   type ResourceCheck,
 } from '../../lib/internal.ts';
+import { FastifyListenRoute, type FastifyInstanceLike, type FastifyPlacement } from './fastify-route.ts';
 import {
   MCP_SUBSCRIPTIONS_READ_CONTEXT,
   MCP_SUBSCRIPTIONS_RESOLVED_OPTIONS,
@@ -39,7 +42,7 @@ import {
   type ResolvedModuleOptions,
   type ResolvedRouteOptions,
 } from './mcp-subscriptions.options.ts';
-import { detachedResponse, envelopeOf, readRequest, type ListenEnvelope } from './read-probe.ts';
+import { detachedReply, detachedResponse, envelopeOf, readRequest, type ListenEnvelope } from './read-probe.ts';
 import { runRouteGuards } from './read-guards.ts';
 import { placeListenRoute } from './route-order.ts';
 
@@ -58,6 +61,25 @@ function isHttpException(error: unknown): boolean {
 
 const noop: Next = () => {};
 
+/** The parts of Fastify's reply the module uses on Nest's Fastify platform. */
+interface FastifyReplyLike {
+  readonly raw: ServerResponse;
+  hijack(): unknown;
+}
+
+/** The parts of Fastify's request the module uses (besides what guards set on it). */
+type FastifyRequestLike = McpRequest & { readonly raw: McpRequest };
+
+/** The HTTP platforms the listen route can be put in front of the host's MCP route on. */
+type Platform = 'express' | 'fastify';
+
+/** While a listen request's URIs are checked: what the read probes present to the guards. */
+interface ListenInFlight {
+  readonly envelope: ListenEnvelope | undefined;
+  /** The listen request's response (Express) or reply (Fastify): the probes get a detached copy. */
+  readonly response: ServerResponse | FastifyReplyLike;
+}
+
 /**
  * Serves `subscriptions/listen` for the listen route of `McpSubscriptionsModule`, runs the per-URI
  * checks (the host's guards by default), and ends every open stream on application shutdown.
@@ -71,9 +93,12 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
   private readonly serveOptions: NodeServeOptions<McpRequest>;
   private readonly sources: Readonly<Record<HookName, HookSource>>;
   private readonly hooks: Partial<Record<HookName, ResourceCheck<McpRequest>>> = {};
-  /** The listen request's id and `_meta` while its URIs are checked: the probe presents them to the guards. */
-  private readonly envelopes = new WeakMap<McpRequest, ListenEnvelope>();
+  /** The listen request's id, `_meta` and response while its URIs are checked: the probes present them to the guards. */
+  private readonly inFlight = new WeakMap<McpRequest, ListenInFlight>();
   private runGuards: GuardRun | undefined;
+  /** The HTTP platform, once the module is configured in an HTTP application. */
+  private platform: Platform | undefined;
+  private fastifyRoute: FastifyListenRoute | undefined;
   /** Whether the module built the hub (and so owns it) rather than being handed one. */
   private readonly ownsHub: boolean;
 
@@ -89,9 +114,12 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
     const { where, listen, hooks, principal, maxBodyBytes } = options;
     this.ownsHub = !isHub(options.hub);
     const onListen = (req: McpRequest, body: unknown): void => {
-      // The read probes present the listen request's id and `_meta` to the guards.
-      const envelope = envelopeOf(body);
-      if (envelope !== undefined) this.envelopes.set(req, envelope);
+      // The read probes present the listen request's id and `_meta` to the guards (its response is
+      // recorded by serve()).
+      const inFlight = this.inFlight.get(req);
+      if (inFlight !== undefined) this.inFlight.set(req, { ...inFlight, envelope: envelopeOf(body) });
+      // On Fastify the open stream keeps Fastify's request: the filter must not stay pinned on it.
+      if (this.platform === 'fastify') req.body = undefined;
     };
     this.sources = hooks;
     // Providers given as hooks are resolved at module init, once every provider exists; the engine is
@@ -117,6 +145,32 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
       { where },
     );
     this.serveOptions = { handler: this.handler, principalOf: principal, maxBodyBytes, onListen };
+  }
+
+  /**
+   * Called by the module's `configure()`, in an HTTP application, before Nest registers any route:
+   * refuses a platform the listen route cannot be put in front of the host's MCP route on (before that
+   * platform could fail in a way that does not name this module), and on Fastify installs the route
+   * hooks that put it there (fastify-route.ts).
+   */
+  prepareRoute(): void {
+    const adapter = this.adapterHost?.httpAdapter;
+    if (adapter === undefined || adapter === null || this.platform !== undefined) return;
+    const type = adapter.getType();
+    if (type !== 'express' && type !== 'fastify') {
+      throw this.notPlaced(
+        `Expected the app to run on Nest's Express or Fastify platform (@nestjs/platform-express, @nestjs/platform-fastify), got ${type}: ` +
+          'the listen route cannot be put in front of your MCP route there',
+      );
+    }
+    this.platform = type;
+    if (type === 'fastify') {
+      this.fastifyRoute = new FastifyListenRoute(
+        adapter.getInstance<FastifyInstanceLike>(),
+        this.route.path,
+        (placement) => this.fastifyPlaced(placement),
+      );
+    }
   }
 
   /** Resolves provider hooks, prepares the guard run, and puts the listen route in front of the host's. */
@@ -184,12 +238,35 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
   async serve(req: McpRequest, res: ServerResponse, next: Next): Promise<void> {
     // Whatever Mcp-Method says, the body decides too: a body naming listen under another header is ours
     // to refuse, not to pass on (docs/mount-order.md).
+    this.inFlight.set(req, { envelope: undefined, response: res });
     try {
+      if (this.platform === 'fastify') {
+        await this.serveFastify(req as FastifyRequestLike, res as unknown as FastifyReplyLike, next);
+        return;
+      }
       const outcome = await serveNodeRequest(req, res, this.serveOptions);
       if (outcome === 'next') next();
     } finally {
-      this.envelopes.delete(req);
+      this.inFlight.delete(req);
     }
+  }
+
+  /**
+   * The same on Nest's Fastify platform: Fastify has read the body already (under the route's
+   * `bodyLimit`), and the engine writes Node's response under Fastify's reply, which is hijacked first
+   * so that Fastify neither answers after the handler nor touches the response.
+   */
+  private async serveFastify(req: FastifyRequestLike, reply: FastifyReplyLike, next: Next): Promise<void> {
+    const serving = dispatchRequest(
+      { request: req, headers: req.headers, ...bodyInput(req.body) },
+      this.serveOptions,
+      () => {
+        reply.hijack();
+        return reply.raw;
+      },
+    );
+    if (serving === undefined) next();
+    else await serving;
   }
 
   /**
@@ -201,10 +278,17 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
   private async guardsAdmit(uri: string, { request }: McpCheckContext): Promise<boolean> {
     const run = this.runGuards;
     if (run === undefined) throw new Error('the guards are not ready: the module has not initialized');
-    const probe = readRequest(request, uri, this.envelopes.get(request));
-    const response = (request as McpRequest & { res?: ServerResponse }).res;
+    const inFlight = this.inFlight.get(request);
+    const probe = readRequest(request, uri, inFlight?.envelope);
+    const response =
+      this.platform === 'fastify' && inFlight !== undefined
+        ? (detachedReply(
+            probe as FastifyRequestLike,
+            inFlight.response as FastifyReplyLike,
+          ) as unknown as ServerResponse)
+        : detachedResponse(probe, inFlight?.response as ServerResponse | undefined);
     try {
-      await run(probe, detachedResponse(probe, response), noop);
+      await run(probe, response, noop);
       return true;
     } catch (error) {
       if (isHttpException(error)) return false;
@@ -234,6 +318,31 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
     return (item, context) => (method as ResourceCheck<McpRequest>).call(provider, item, context);
   }
 
+  private notFound(where: string): OptionsError {
+    return this.notPlaced(
+      `Expected the listen route (POST ${this.route.path}) ${where}, but it is not there: ` +
+        'your MCP route would serve subscriptions/listen without its checks. Import McpSubscriptionsModule ' +
+        'into the HTTP application, and report this if it is',
+    );
+  }
+
+  /** Fastify is ready: says where listen is served, or the error that fails start-up. */
+  private fastifyPlaced({ url, inFrontOf, unseen }: FastifyPlacement): Error | undefined {
+    if (unseen) {
+      return this.notPlaced(
+        `POST ${url} is served by a route registered on the Fastify instance before Nest's routes, which the module ` +
+          'cannot put listen in front of: it would serve subscriptions/listen without its checks. Serve MCP from a ' +
+          'controller route instead',
+      );
+    }
+    const ahead =
+      inFrontOf === 0
+        ? 'no other route serves that path'
+        : `in front of ${inFrontOf === 1 ? 'the route' : `${inFrontOf} routes`} serving everything else there, which hand${inFrontOf === 1 ? 's' : ''} each request to listen first`;
+    this.logger.log(`subscriptions/listen is served on POST ${url}: ${ahead}`);
+    return undefined;
+  }
+
   /** The start-up failure for a listen route that cannot be placed, also logged as an error in the app's log. */
   private notPlaced(message: string): OptionsError {
     const error = new OptionsError(ErrorCode.RouteNotPlaced, message);
@@ -242,29 +351,24 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
   }
 
   /**
-   * Puts the listen route in front of the host's MCP route. Where it cannot be placed the host's route
-   * would serve listen itself, past this module's checks, so that fails start-up (a platform other than
-   * Express, or the route missing from the router: neither is a state a working app can be in), and a
-   * handler outside Nest routing that shadows it is reported as an error (it may hand listen on).
+   * Puts the listen route in front of the host's MCP route, once Nest has registered every route. Where
+   * it cannot be placed the host's route would serve listen itself, past this module's checks, so that
+   * fails start-up (the route missing from the router: not a state a working app can be in), and a
+   * handler outside Nest routing that shadows it is reported as an error (it may hand listen on). On
+   * Fastify the hooks of prepareRoute() placed it as Nest registered the routes.
    */
   private placeRoute(): void {
     const adapter = this.adapterHost?.httpAdapter;
     // A standalone application context (no HTTP server) has no route to place.
     if (adapter === undefined || adapter === null) return;
-    if (adapter.getType() !== 'express') {
-      throw this.notPlaced(
-        `Expected the app to run on Nest's Express platform (@nestjs/platform-express), got ${adapter.getType()}: ` +
-          "the listen route hands every other request on with Express's next(), and cannot be put in front of your MCP route",
-      );
+    // Configured apps were prepared already; an app whose modules were never configured is still checked.
+    this.prepareRoute();
+    if (this.platform === 'fastify') {
+      if (this.fastifyRoute?.found !== true) throw this.notFound('in the Fastify router');
+      return;
     }
     const placement = placeListenRoute(adapter.getInstance());
-    if (!placement.found) {
-      throw this.notPlaced(
-        `Expected the listen route (POST ${this.route.path}) in the Express router, but it is not there: ` +
-          'your MCP route would serve subscriptions/listen without its checks. Import McpSubscriptionsModule ' +
-          'into the HTTP application, and report this if it is',
-      );
-    }
+    if (!placement.found) throw this.notFound('in the Express router');
     // Nest's own route log lists the host's MCP route first (its module registers first): say
     // where listen is really served, so that log does not read as if ours were shadowed.
     const ahead =

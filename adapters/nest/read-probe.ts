@@ -57,3 +57,22 @@ export function detachedResponse(probe: McpRequest, res: ServerResponse | undefi
   }
   return detached;
 }
+
+/** The parts of Fastify's reply a detached copy replaces. */
+interface FastifyReplyLike {
+  readonly raw: ServerResponse;
+}
+
+/**
+ * The same on Nest's Fastify platform: a reply whose prototype is the real one (a guard may call its
+ * methods), whose `raw` is a detached response and whose `request` is the probe.
+ */
+export function detachedReply<Reply extends FastifyReplyLike>(
+  probe: McpRequest & { readonly raw: McpRequest },
+  reply: Reply,
+): Reply {
+  const detached = Object.create(reply) as Reply;
+  Object.defineProperty(detached, 'raw', { value: detachedResponse(probe.raw, reply.raw), enumerable: true });
+  Object.defineProperty(detached, 'request', { value: probe, enumerable: true });
+  return detached;
+}

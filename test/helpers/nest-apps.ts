@@ -71,6 +71,22 @@ export class GuardLogModule {
 
 type HttpRequest = { headers: Record<string, string | string[] | undefined>; body?: any; user?: any };
 
+/** A response as a route or guard gets it: Node's (Nest's Express platform) or Fastify's reply, whose `raw` is Node's. */
+type HttpResponse =
+  ServerResponse | { readonly raw: ServerResponse; header(name: string, value: string): unknown; hijack(): unknown };
+
+function setHeader(res: HttpResponse, name: string, value: string): void {
+  if ('raw' in res) res.header(name, value);
+  else res.setHeader(name, value);
+}
+
+/** Node's response of a route, taken over from Fastify (which must not answer after the handler) where Fastify's. */
+function nodeResponse(res: HttpResponse): ServerResponse {
+  if (!('raw' in res)) return res;
+  res.hijack();
+  return res.raw;
+}
+
 function record(log: GuardCall[], guard: string, context: ExecutionContext): HttpRequest {
   const req = context.switchToHttp().getRequest<HttpRequest>();
   log.push({
@@ -98,7 +114,7 @@ export class BearerGuard implements CanActivate {
     const token = /^Bearer (\S+)$/.exec(String(req.headers.authorization ?? ''))?.[1];
     const user = token === undefined ? undefined : USERS[token];
     if (user === undefined) {
-      context.switchToHttp().getResponse<ServerResponse>().setHeader('WWW-Authenticate', 'Bearer');
+      setHeader(context.switchToHttp().getResponse<HttpResponse>(), 'WWW-Authenticate', 'Bearer');
       throw new UnauthorizedException({ error: 'unauthorized', message: 'Missing or unknown bearer token' });
     }
     req.user = { id: user };
@@ -157,7 +173,8 @@ export function throttleGuard(limit: number): Type<CanActivate> {
 @UseGuards(ReadGuard)
 export class EchoMcpController {
   @All()
-  handle(@Req() req: HttpRequest & { method: string }, @Res() res: ServerResponse): void {
+  handle(@Req() req: HttpRequest & { method: string }, @Res() reply: HttpResponse): void {
+    const res = nodeResponse(reply);
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ host: true, httpMethod: req.method, body: req.body ?? null }));
   }
@@ -195,8 +212,8 @@ export class SdkMcpController {
   constructor(@Inject(SdkHandler) private readonly sdk: SdkHandler) {}
 
   @All()
-  handle(@Req() req: HttpRequest, @Res() res: ServerResponse): Promise<void> {
-    return this.sdk.node(req as never, res, req.body);
+  handle(@Req() req: HttpRequest & { raw?: unknown }, @Res() res: HttpResponse): Promise<void> {
+    return this.sdk.node((req.raw ?? req) as never, nodeResponse(res), req.body);
   }
 }
 
@@ -212,6 +229,8 @@ export interface NestAppInit {
   /** Runs before `listen()`. */
   readonly configure?: (app: NestExpressApplication) => void;
   readonly providers?: Provider[];
+  /** Modules the app imports after `McpSubscriptionsModule`. */
+  readonly imports?: Type<unknown>[];
   /** The HTTP adapter to build the app on. @default Nest's Express adapter */
   readonly adapter?: AbstractHttpAdapter;
 }
@@ -246,7 +265,7 @@ export async function startNestApp(init: NestAppInit = {}): Promise<NestTestApp>
       : McpSubscriptionsModule.forRoot({ ...BASE_OPTIONS, ...init.module });
 
   @Module({
-    imports: [GuardLogModule.register(guardCalls), subscriptions],
+    imports: [GuardLogModule.register(guardCalls), subscriptions, ...(init.imports ?? [])],
     controllers: host === 'echo' ? [EchoMcpController] : host === 'sdk' ? [SdkMcpController] : [],
     providers: [
       { provide: APP_GUARD, useClass: BearerGuard },

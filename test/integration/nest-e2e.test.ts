@@ -306,20 +306,30 @@ describe('NestJS module: in front of the official SDK handler', () => {
     ]);
   });
 
-  it('the app fails to start on a platform other than Express: the host route would serve listen unchecked', async () => {
+  it('the app fails to start on a platform other than Express and Fastify, before any route is registered', async () => {
     class OtherPlatform extends ExpressAdapter {
+      readonly routes: string[] = [];
       override getType(): string {
-        return 'fastify';
+        return 'koa';
+      }
+      override post(...args: unknown[]): unknown {
+        this.routes.push(String(args[0]));
+        return (super.post as (...a: unknown[]) => unknown)(...args);
       }
     }
+    const platform = new OtherPlatform();
     const errors: string[] = [];
     const logger = { log: () => {}, warn: () => {}, error: (message: unknown) => void errors.push(String(message)) };
-    await expect(start({ host: 'sdk', adapter: new OtherPlatform(), appOptions: { logger } })).rejects.toMatchObject({
+    await expect(start({ host: 'sdk', adapter: platform, appOptions: { logger } })).rejects.toMatchObject({
       code: ErrorCode.RouteNotPlaced,
-      message: expect.stringMatching(/Expected the app to run on Nest's Express platform .*got fastify/),
+      message: expect.stringMatching(/Expected the app to run on Nest's Express or Fastify platform .*got koa/),
     });
+    // Before the platform was handed a route: nothing of the platform's own can fail first.
+    expect(platform.routes).toStrictEqual([]);
     // Also in the app's own log, as an error.
-    expect(errors.some((line) => /Expected the app to run on Nest's Express platform/.test(line))).toBe(true);
+    expect(errors.some((line) => /Expected the app to run on Nest's Express or Fastify platform/.test(line))).toBe(
+      true,
+    );
   });
 
   it('the app fails to start when the listen route is not in the Express router', async () => {
