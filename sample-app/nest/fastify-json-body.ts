@@ -22,10 +22,13 @@ export function useFastifyJsonBodies(fastify: NestFastifyInstance, mcpPath: stri
   const parseJson = fastify.getDefaultJsonParser('error', 'error') as JsonParser;
   fastify.removeContentTypeParser('application/json');
   fastify.addContentTypeParser('application/json', { parseAs: 'string' }, (request, text, done) => {
+    const onMcpRoute = request.routeOptions.url === mcpPath;
     parseJson(request, text as string, (error, body) => {
-      if (error === null) done(null, body);
-      else if (request.routeOptions.url === mcpPath) done(null, text);
-      else done(invalidJsonBody());
+      // On the MCP route a string body is always the text as sent, for listen and the SDK to parse (a
+      // JSON string literal too, which they refuse as what it is, not as text that is not JSON).
+      if (onMcpRoute && (error !== null || typeof body === 'string')) done(null, text);
+      else if (error !== null) done(invalidJsonBody());
+      else done(null, body);
     });
   });
 }

@@ -103,7 +103,7 @@ function sdkRequestOf(req: FastifyRequest & Pick<AuthedRequest, 'auth'>): SdkReq
   };
 }
 
-/** A body Fastify parsed as JSON; `undefined` for text it left unparsed (the SDK reads it then). */
+/** A body Fastify parsed as JSON; `undefined` for the text the MCP route keeps as sent (the SDK reads it then). */
 function jsonOf(body: unknown): unknown {
   return typeof body === 'string' ? undefined : body;
 }
