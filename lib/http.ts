@@ -194,20 +194,32 @@ export function bodyTooLarge(limit: number): ProtocolError {
 }
 
 /**
- * Answers a body over the limit with 413 and `Connection: close`, reading none of the rest: the
- * socket stops reading at once, the answer is written, then the connection is half-closed (our FIN
- * after the answer) and destroyed {@link OVERSIZED_BODY_LINGER_MS} later. Destroying it as soon as
- * the answer is flushed would reset the connection (the unread body is still in the kernel), and at
- * a client still sending, that reset discards the 413 before it is read. Meanwhile the unread body
- * only fills the socket's buffers: TCP flow control stops the sender.
+ * Answers a body over the limit with 413 and `Connection: close`, reading none of the rest
+ * ({@link closeUnreadAfterAnswer}).
  */
 export function refuseOversizedBody(req: IncomingMessage, res: StreamResponse, error: ProtocolError): void {
+  closeUnreadAfterAnswer(req);
+  writeProtocolError(res, error);
+}
+
+/**
+ * For a request answered with `Connection: close` while its body is still coming (a body over the
+ * limit): the socket stops reading at once, and once the answer is written the connection is
+ * half-closed (our FIN after the answer) and destroyed {@link OVERSIZED_BODY_LINGER_MS} later.
+ * Destroying it as soon as the answer is flushed, as Node's server does, would reset the connection
+ * (the unread body is still in the kernel), and at a client still sending, that reset discards the
+ * answer before it is read. Meanwhile the unread body only fills the socket's buffers: TCP flow
+ * control stops the sender. Call it before the answer is written (Fastify: from an `onError` hook).
+ */
+export function closeUnreadAfterAnswer(req: IncomingMessage): void {
   const socket = req.socket;
   socket.pause();
   // A body nobody started reading is dumped by Node's server once the answer is sent (read to its end,
   // discarded); a paused one that has started is not, and buffers at most its highWaterMark.
   if (req.readableFlowing === null) {
     req.resume();
+    req.pause();
+  } else {
     req.pause();
   }
   // Node's server destroys a `Connection: close` socket right after the answer is flushed
@@ -221,7 +233,6 @@ export function refuseOversizedBody(req: IncomingMessage, res: StreamResponse, e
       socket.once('close', () => clearTimeout(timer));
     },
   });
-  writeProtocolError(res, error);
 }
 
 function parseOrUndefined(text: Buffer | string): unknown {

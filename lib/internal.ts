@@ -13,6 +13,7 @@ export type { HubEngine, OpenInit, Reservation } from './subscription-hub.ts';
 export {
   bodyInput,
   bodyTooLarge,
+  closeUnreadAfterAnswer,
   bodyWasParsed,
   DEFAULT_MAX_BODY_BYTES,
   defaultPrincipal,

@@ -20,6 +20,7 @@ import type {
 } from 'fastify';
 import {
   bodyInput,
+  closeUnreadAfterAnswer,
   createListenHandler,
   defaultPrincipal as nodeDefaultPrincipal,
   describeValue,
@@ -89,6 +90,8 @@ export function defaultPrincipal(request: FastifyRequest): string | undefined {
 const REGISTER_OPTION_KEYS = ['prefix', 'logLevel', 'logSerializers'];
 const FASTIFY_OPTION_KEYS = ['path', 'principal', ...REGISTER_OPTION_KEYS];
 const DEFAULT_PATH = '/mcp';
+/** Fastify's error for a body over the route's `bodyLimit`. */
+const BODY_TOO_LARGE = 'FST_ERR_CTP_BODY_TOO_LARGE';
 const WHERE = 'mcp-subscriptions/fastify';
 
 /** The engine's logger on the app's own (pino) logger: the failure's name and code, never its message. */
@@ -122,7 +125,8 @@ function routeNotPlaced(message: string): OptionsError {
   return new OptionsError(ErrorCode.RouteNotPlaced, `${message} (docs/mount-order.md)`);
 }
 
-const plugin: FastifyPluginCallback<McpSubscriptionsFastifyOptions> = (fastify, options, done) => {
+/** Everything the plugin does when it loads; throws on a programmer's mistake (see {@link plugin}). */
+function setUp(fastify: FastifyInstance, options: McpSubscriptionsFastifyOptions): void {
   optionsObject(options);
   const path = checkPath(options.path);
   optionalFunction('principal', options.principal);
@@ -183,8 +187,9 @@ const plugin: FastifyPluginCallback<McpSubscriptionsFastifyOptions> = (fastify, 
     ready(
       this.hasRoute({ method: 'POST', url: path })
         ? routeNotPlaced(
-            `POST ${path} was registered before the plugin (or in a context it cannot see), so it would serve subscriptions/listen ` +
-              'without its checks: register mcp-subscriptions first, in the same context as your MCP route or one of its parents',
+            `POST ${path} was registered before the plugin loaded (or in a context it cannot see), so it would serve subscriptions/listen ` +
+              'without its checks: `await app.register(mcpSubscriptions, …)` before adding your MCP route (a plugin loads ' +
+              'only when awaited or at start-up, after routes added synchronously), in the same context as that route or a parent of it',
           )
         : routeNotPlaced(
             `Expected a route serving POST ${path} (your MCP handler) after the plugin, but there is none: ` +
@@ -193,11 +198,32 @@ const plugin: FastifyPluginCallback<McpSubscriptionsFastifyOptions> = (fastify, 
     );
   });
 
+  // Fastify refuses a body over the route's bodyLimit with its own 413 and `Connection: close`, then
+  // Node's server destroys the socket with the rest of the body unread: at a client still sending,
+  // the reset discards the 413. On the MCP route the connection is half-closed after the answer instead.
+  fastify.addHook('onError', (request, _reply, error, next) => {
+    if ((error as { code?: unknown }).code === BODY_TOO_LARGE && request.routeOptions.url === path) {
+      closeUnreadAfterAnswer(request.raw);
+    }
+    next();
+  });
+
   // Every open stream ends with its terminal result before the server closes (it could not close with
   // streams open on it). The hub is the caller's: its streams are completed, the hub is left open.
   fastify.addHook('preClose', (closed) => {
     hub.complete().then(() => closed(), closed);
   });
+}
+
+const plugin: FastifyPluginCallback<McpSubscriptionsFastifyOptions> = (fastify, options, done) => {
+  // A callback plugin's mistakes go to `done()`: avvio does not catch a synchronous throw, which would
+  // crash the process (an uncaught exception) instead of rejecting `register()` and `ready()`.
+  try {
+    setUp(fastify, options);
+  } catch (error) {
+    done(error as Error);
+    return;
+  }
   done();
 };
 

@@ -16,6 +16,8 @@
  * When no other route serves POST on that URL, requests derive the constraint instead, and the module's
  * route serves on its own (anything not listen is answered 404, as Express would).
  */
+import type { IncomingMessage } from 'node:http';
+import { closeUnreadAfterAnswer } from '../../lib/internal.ts';
 import { MCP_SUBSCRIPTIONS_ROUTE } from './mcp-subscriptions.constants.ts';
 
 type Handler = (this: unknown, request: unknown, reply: unknown, next?: () => void) => unknown;
@@ -32,6 +34,15 @@ interface RouteOptions {
 export interface FastifyInstanceLike {
   addHook(name: 'onRoute', hook: (route: RouteOptions) => void): unknown;
   addHook(name: 'onReady', hook: (done: (error?: Error) => void) => void): unknown;
+  addHook(
+    name: 'onError',
+    hook: (
+      request: { readonly raw: IncomingMessage; readonly routeOptions: { readonly url?: string } },
+      reply: unknown,
+      error: unknown,
+      done: () => void,
+    ) => void,
+  ): unknown;
   addConstraintStrategy(strategy: object): unknown;
   hasConstraintStrategy(name: string): boolean;
   hasRoute(route: { readonly method: string; readonly url: string }): boolean;
@@ -123,6 +134,18 @@ export class FastifyListenRoute {
     });
     instance.addHook('onReady', (done) => {
       done(this.place(instance));
+    });
+    // Fastify refuses a body over the route's bodyLimit with its own 413 and `Connection: close`, then
+    // Node's server destroys the socket with the rest of the body unread: at a client still sending,
+    // the reset discards the 413. On the MCP path the connection is half-closed after the answer instead.
+    instance.addHook('onError', (request, _reply, error, done) => {
+      if (
+        (error as { code?: unknown }).code === 'FST_ERR_CTP_BODY_TOO_LARGE' &&
+        request.routeOptions.url === this.url
+      ) {
+        closeUnreadAfterAnswer(request.raw);
+      }
+      done();
     });
   }
 

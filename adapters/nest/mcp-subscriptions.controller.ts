@@ -27,8 +27,9 @@ type Guards = readonly (Type<CanActivate> | CanActivate)[];
 /**
  * A controller with one route, `POST <path>`, behind the global guards and `guards`, exactly like any
  * controller with `@UseGuards(...guards)`. It serves `subscriptions/listen` (and `notifications/cancelled`
- * naming one of the caller's streams) and hands every other request on, through Express's `next()`, to
- * the route that serves the rest of MCP on the same path.
+ * naming one of the caller's streams) and hands every other request on, through `next()`, to the route
+ * that serves the rest of MCP on the same path: Express's next route, or on Fastify the host route's
+ * own handler (fastify-route.ts).
  */
 export function createListenController(path: string, guards: Guards): Type<unknown> {
   @Controller(path)

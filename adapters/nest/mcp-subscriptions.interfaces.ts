@@ -20,8 +20,10 @@ import type {
 } from '../../lib/internal.ts';
 
 /**
- * The request the module sees on Nest's Express platform: Node's request plus what body parsers and
- * auth guards leave on it. Only these fields are read, so no Express types are needed.
+ * The request the module sees: on Nest's Express platform Node's request plus what body parsers and
+ * auth guards leave on it; on the Fastify platform Fastify's request, whose `headers`, `body`, `user` and
+ * `auth` are the same fields (and `raw` Node's request). Only these fields are read, so no Express or
+ * Fastify types are needed.
  */
 export type McpRequest = IncomingMessage & {
   body?: unknown;

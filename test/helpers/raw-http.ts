@@ -2,10 +2,16 @@
  * HTTP requests exactly as a test spells them, for the fuzzer: header names in any case, a header
  * several times, any bytes as the body (invalid UTF-8 included), Content-Length or chunked framing
  * with the body split anywhere, and bodies that trickle in. The answer is read with the SSE client of
- * sse.ts, so a stream and an error response are read alike.
+ * sse.ts, so a stream and an error response are read alike. And a listen over a raw socket read as raw
+ * bytes, with the exact frames and the HTTP/1.1 chunks to check them against (the framework suites).
  */
 import http from 'node:http';
+import { connect as netConnect } from 'node:net';
+import { expect } from '@jest/globals';
+import { waitFor } from './fake-response.ts';
 import { SseStream } from './sse.ts';
+
+const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
 
 export interface RawRequest {
   /** Header lines in order, names spelled as given; `Host` and the framing header are added. */
@@ -111,5 +117,69 @@ export function tricklePost(
       wake?.();
       req.destroy();
     },
+  };
+}
+
+/** The exact bytes of a tools list-change frame on the stream `id`. */
+export function toolsFrameOf(id: string): string {
+  return `event: message\ndata: {"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"${SUBSCRIPTION_ID}":${JSON.stringify(id)}}}}\n\n`;
+}
+
+/** The exact bytes of a resource-update frame for `uri` on the stream `id`. */
+export function updateFrameOf(uri: string, id: string): string {
+  return `event: message\ndata: {"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":${JSON.stringify(uri)},"_meta":{"${SUBSCRIPTION_ID}":${JSON.stringify(id)}}}}\n\n`;
+}
+
+/** The chunks of an HTTP/1.1 chunked body, each checked against its declared size in bytes. */
+export function dechunk(body: Buffer): Buffer[] {
+  const chunks: Buffer[] = [];
+  let at = 0;
+  for (;;) {
+    const eol = body.indexOf('\r\n', at);
+    if (eol === -1) throw new Error(`no chunk size line at byte ${at}`);
+    const size = Number.parseInt(body.subarray(at, eol).toString('latin1'), 16);
+    if (Number.isNaN(size)) throw new Error(`a chunk size that is not hex at byte ${at}`);
+    if (size === 0) return chunks;
+    const start = eol + 2;
+    expect(body.subarray(start + size, start + size + 2).toString('latin1')).toBe('\r\n');
+    chunks.push(body.subarray(start, start + size));
+    at = start + size + 2;
+  }
+}
+
+/**
+ * A listen request over a raw socket, with `headers` (Host and Content-Length added), read as raw bytes:
+ * what a client of that HTTP version gets.
+ */
+export async function rawListen(url: string, version: '1.0' | '1.1', body: unknown, headers: Record<string, string>) {
+  const { hostname, port } = new URL(url);
+  const socket = netConnect({ host: hostname, port: Number(port) });
+  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  const payload = Buffer.from(JSON.stringify(body));
+  const lines = { ...headers, host: `${hostname}:${port}`, 'content-length': String(payload.length) };
+  socket.write(
+    `POST /mcp HTTP/${version}\r\n${Object.entries(lines)
+      .map(([name, value]) => `${name}: ${value}\r\n`)
+      .join('')}\r\n`,
+  );
+  socket.write(payload);
+  let received = Buffer.alloc(0);
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  socket.on('data', (data: Buffer) => (received = Buffer.concat([received, data])));
+  const split = () => {
+    const end = received.indexOf('\r\n\r\n');
+    return end === -1
+      ? { head: '', body: Buffer.alloc(0) }
+      : { head: received.subarray(0, end).toString('latin1'), body: received.subarray(end + 4) };
+  };
+  return {
+    until: (predicate: (text: string) => boolean, what: string) =>
+      waitFor(() => predicate(received.toString('utf8')), what),
+    /** The whole response, once the server has finished it (HTTP/1.1: its last chunk; 1.0: the close). */
+    async ended() {
+      await (version === '1.1' ? waitFor(() => received.includes('\r\n0\r\n\r\n'), 'the last chunk') : closed);
+      return split();
+    },
+    destroy: () => socket.destroy(),
   };
 }

@@ -5,7 +5,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import http from 'node:http';
-import { connect as netConnect, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { describe, expect, test } from '@jest/globals';
 import type { Request, RequestHandler } from 'express';
 import { SubscriptionHub, type TaskState } from 'mcp-subscriptions';
@@ -18,6 +18,7 @@ import {
   type RunningServer,
 } from '../helpers/express-apps.ts';
 import { recordingLogger, waitFor } from '../helpers/fake-response.ts';
+import { dechunk, rawListen, toolsFrameOf, updateFrameOf } from '../helpers/raw-http.ts';
 import { exposeGc } from '../helpers/gc.ts';
 import { testUnless } from '../helpers/skip.ts';
 import { cancelBody, listen, listenBody, listenHeaders, post, TASKS_META, type SseStream } from '../helpers/sse.ts';
@@ -108,69 +109,6 @@ function kernelStates(server: http.Server): string[] {
     .map((line) => line.trim().split(/\s+/))
     .filter(([, address, , state]) => address?.endsWith(local) === true && state !== '0A')
     .map(([, , , state]) => state ?? '');
-}
-
-function toolsFrameOf(id: string): string {
-  return `event: message\ndata: {"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"${SUBSCRIPTION_ID}":${JSON.stringify(id)}}}}\n\n`;
-}
-
-function updateFrameOf(uri: string, id: string): string {
-  return `event: message\ndata: {"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":${JSON.stringify(uri)},"_meta":{"${SUBSCRIPTION_ID}":${JSON.stringify(id)}}}}\n\n`;
-}
-
-/** The chunks of an HTTP/1.1 chunked body, each checked against its declared size in bytes. */
-function dechunk(body: Buffer): Buffer[] {
-  const chunks: Buffer[] = [];
-  let at = 0;
-  for (;;) {
-    const eol = body.indexOf('\r\n', at);
-    if (eol === -1) throw new Error(`no chunk size line at byte ${at}`);
-    const size = Number.parseInt(body.subarray(at, eol).toString('latin1'), 16);
-    if (Number.isNaN(size)) throw new Error(`a chunk size that is not hex at byte ${at}`);
-    if (size === 0) return chunks;
-    const start = eol + 2;
-    expect(body.subarray(start + size, start + size + 2).toString('latin1')).toBe('\r\n');
-    chunks.push(body.subarray(start, start + size));
-    at = start + size + 2;
-  }
-}
-
-/** A listen request over a raw socket, read as raw bytes: what a client of that HTTP version gets. */
-async function rawListen(url: string, version: '1.0' | '1.1', body: unknown) {
-  const { hostname, port } = new URL(url);
-  const socket = netConnect({ host: hostname, port: Number(port) });
-  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
-  const payload = Buffer.from(JSON.stringify(body));
-  const headers = {
-    ...listenHeaders({ 'x-user': 'alice' }),
-    host: `${hostname}:${port}`,
-    'content-length': String(payload.length),
-  };
-  socket.write(
-    `POST /mcp HTTP/${version}\r\n${Object.entries(headers)
-      .map(([name, value]) => `${name}: ${value}\r\n`)
-      .join('')}\r\n`,
-  );
-  socket.write(payload);
-  let received = Buffer.alloc(0);
-  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-  socket.on('data', (data: Buffer) => (received = Buffer.concat([received, data])));
-  const split = () => {
-    const end = received.indexOf('\r\n\r\n');
-    return end === -1
-      ? { head: '', body: Buffer.alloc(0) }
-      : { head: received.subarray(0, end).toString('latin1'), body: received.subarray(end + 4) };
-  };
-  return {
-    until: (predicate: (text: string) => boolean, what: string) =>
-      waitFor(() => predicate(received.toString('utf8')), what),
-    /** The whole response, once the server has finished it (HTTP/1.1: its last chunk; 1.0: the close). */
-    async ended() {
-      await (version === '1.1' ? waitFor(() => received.includes('\r\n0\r\n\r\n'), 'the last chunk') : closed);
-      return split();
-    },
-    destroy: () => socket.destroy(),
-  };
 }
 
 for (const flavour of expressFlavours) {
@@ -562,6 +500,7 @@ for (const flavour of expressFlavours) {
         s.url,
         '1.1',
         listenBody('raw', { toolsListChanged: true, resourceSubscriptions: [CAFE] }),
+        listenHeaders({ 'x-user': 'alice' }),
       );
       try {
         await raw.until((text) => text.includes('acknowledged'), 'the ack');
@@ -588,7 +527,12 @@ for (const flavour of expressFlavours) {
 
     test('HTTP/1.0 (no chunked encoding): the same frames, written through the response, end with the connection', async () => {
       const s = await serve(flavour);
-      const raw = await rawListen(s.url, '1.0', listenBody('old', { toolsListChanged: true }));
+      const raw = await rawListen(
+        s.url,
+        '1.0',
+        listenBody('old', { toolsListChanged: true }),
+        listenHeaders({ 'x-user': 'alice' }),
+      );
       try {
         await raw.until((text) => text.includes('acknowledged'), 'the ack');
         s.hub.toolsListChanged();

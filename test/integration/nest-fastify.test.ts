@@ -11,6 +11,7 @@ import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { ErrorCode } from 'mcp-subscriptions';
 import { McpSubscriptionsModule } from 'mcp-subscriptions/nest';
 import { expectToBe } from '../helpers/assert.ts';
+import { sendHugeBody } from '../helpers/huge-body.ts';
 import { bearer, startNestApp, warningsLogger, type NestTestApp } from '../helpers/nest-apps.ts';
 import { cancelBody, listen, listenBody, listenHeaders, post, type SseStream } from '../helpers/sse.ts';
 
@@ -102,6 +103,20 @@ describe('NestJS module on Fastify: listen in front of the host route', () => {
     expect(await got.json()).toStrictEqual({ host: true, httpMethod: 'GET', body: null });
   });
 
+  it("readGuards: 'route-and-global' runs the global guards for each URI through Nest's pipeline, on Fastify's request", async () => {
+    const app = await start({ module: { readGuards: 'route-and-global' } });
+    const asked = ['note://alice/a', 'note://bob/b'];
+    const { honored } = await open(app, 'alice-token', 'global-reads', { resourceSubscriptions: asked });
+    expect(honored).toStrictEqual({ resourceSubscriptions: ['note://alice/a'] });
+    const reads = app.guardCalls.filter((call) => call.method === 'resources/read');
+    expect(reads.map((call) => [call.guard, call.uri, call.user])).toStrictEqual(
+      asked.flatMap((uri) => [
+        ['BearerGuard', uri, 'alice'],
+        ['ReadGuard', uri, 'alice'],
+      ]),
+    );
+  });
+
   it('a body naming listen under another Mcp-Method header is refused, never passed on', async () => {
     const app = await start();
     const smuggled = await postJson(app.url, listenBody('smuggled', { toolsListChanged: true }), {
@@ -189,6 +204,9 @@ describe('NestJS module on Fastify: listen in front of the host route', () => {
     expect(res.status).toBe(413);
     expect(app.guardCalls).toStrictEqual([]);
     expect(app.hub.stats().openStreams).toBe(0);
+    // A client still sending a huge body gets the 413 too: the connection is half-closed after it, not reset.
+    const { response } = await sendHugeBody(app.url, 'content-length', bearer('alice-token'));
+    expect(response.split('\r\n')[0]).toBe('HTTP/1.1 413 Payload Too Large');
   });
 });
 

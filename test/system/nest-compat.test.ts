@@ -35,10 +35,17 @@ afterAll(() => {
   packed?.dispose();
 });
 
-/** Installs the fixture's own Nest from its lockfile (first use only), unpacks the package, compiles the app. */
+const prepared = new Set<string>();
+
+/**
+ * Installs the fixture's own Nest from its lockfile (first use only), unpacks the package, compiles the
+ * app: once per fixture and run.
+ */
 function prepare(fixture: string): void {
+  if (prepared.has(fixture)) return;
+  prepared.add(fixture);
   const dir = path.join(FIXTURES, fixture);
-  if (!existsSync(path.join(dir, 'node_modules', '@nestjs', 'core'))) {
+  if (!existsSync(path.join(dir, 'node_modules', '@nestjs', 'platform-fastify'))) {
     execFileSync('npm', ['ci', '--no-audit', '--no-fund', '--prefix', dir], { stdio: 'ignore' });
   }
   installPacked(packed!.tarball, dir);
@@ -53,9 +60,13 @@ interface RunningFixture {
   readonly exited: Promise<number | null>;
 }
 
-function run(fixture: string): Promise<RunningFixture> {
+function run(fixture: string, platform: 'express' | 'fastify'): Promise<RunningFixture> {
   const dir = path.join(FIXTURES, fixture);
-  const child = spawn(process.execPath, ['dist/main.js'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['dist/main.js'], {
+    cwd: dir,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, NEST_PLATFORM: platform },
+  });
   children.add(child);
   const exited = new Promise<number | null>((resolve) =>
     child.once('exit', (code) => {
@@ -120,7 +131,7 @@ describe('NestJS 11 and 12, CommonJS and ES modules, from the built package', ()
     'Nest 11, a CommonJS app: require() loads the CommonJS build, and both builds agree in one process',
     async () => {
       prepare('nest11');
-      const app = await run('nest11');
+      const app = await run('nest11', 'express');
       expect(app.banner).toMatch(/format=commonjs nest=11\.\d+\.\d+ /);
       expect(app.banner).toMatch(/loaded=\S*node_modules\/mcp-subscriptions\/dist\/cjs\/adapters\/nest\/index\.js /);
       expect(app.banner).toMatch(/copiesAgree=true/); // errors are told apart by code across the two copies
@@ -133,9 +144,20 @@ describe('NestJS 11 and 12, CommonJS and ES modules, from the built package', ()
     'Nest 12, an ES module app: import loads the ES module build',
     async () => {
       prepare('nest12');
-      const app = await run('nest12');
+      const app = await run('nest12', 'express');
       expect(app.banner).toMatch(/format=module nest=12\.\d+\.\d+ /);
       expect(app.banner).toMatch(/loaded=file:\S*node_modules\/mcp-subscriptions\/dist\/adapters\/nest\/index\.js/);
+      await exercise(app);
+    },
+    FIXTURE_TIMEOUT_MS,
+  );
+
+  it.each(['nest11', 'nest12'])(
+    '%s on the Fastify platform: the same listen, without a duplicate route',
+    async (fixture) => {
+      prepare(fixture);
+      const app = await run(fixture, 'fastify');
+      expect(app.banner).toMatch(/platform=fastify/);
       await exercise(app);
     },
     FIXTURE_TIMEOUT_MS,

@@ -21,6 +21,7 @@ import {
   type ExecutionContext,
 } from '@nestjs/common';
 import { APP_GUARD, NestFactory } from '@nestjs/core';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { ErrorCode, hasErrorCode } from 'mcp-subscriptions';
 import { McpSubscriptionsModule, SubscriptionHub } from 'mcp-subscriptions/nest';
 
@@ -57,11 +58,21 @@ class NotesService {
   }
 }
 
+/** Node's response: Express's is one; Fastify's reply is taken over (hijacked) and its `raw` used. */
+type Res = ServerResponse | { raw: ServerResponse; hijack(): void };
+
 @Controller('mcp')
 @UseGuards(ReadGuard)
 class McpController {
   @All()
-  handle(@Req() req: Req, @Res() res: ServerResponse): void {
+  handle(@Req() req: Req, @Res() reply: Res): void {
+    let res: ServerResponse;
+    if ('raw' in reply) {
+      reply.hijack();
+      res = reply.raw;
+    } else {
+      res = reply;
+    }
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ host: true, body: req.body ?? null }));
   }
@@ -117,8 +128,15 @@ async function main(): Promise<void> {
     `format=commonjs nest=${nest} loaded=${require.resolve('mcp-subscriptions/nest')} copiesAgree=${copiesAgree}`,
   );
 
-  const app = await NestFactory.create(AppModule, { logger: ['error', 'warn'] });
+  // NEST_PLATFORM=fastify: the same app on Nest's Fastify platform.
+  const platform = process.env.NEST_PLATFORM === 'fastify' ? 'fastify' : 'express';
+  const options = { logger: ['error', 'warn'] as ('error' | 'warn')[] };
+  const app =
+    platform === 'fastify'
+      ? await NestFactory.create(AppModule, new FastifyAdapter(), options)
+      : await NestFactory.create(AppModule, options);
   await app.listen(0, '127.0.0.1');
+  console.log(`platform=${platform}`);
   console.log(`listening on ${await app.getUrl()}/mcp`);
   process.once('SIGTERM', () => {
     void app.close().then(() => process.exit(0));

@@ -22,6 +22,7 @@ import {
   type ExecutionContext,
 } from '@nestjs/common';
 import { APP_GUARD, NestFactory } from '@nestjs/core';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { McpSubscriptionsModule, SubscriptionHub } from 'mcp-subscriptions/nest';
 
 type Req = { headers: Record<string, string | undefined>; body?: any; user?: string };
@@ -57,11 +58,21 @@ class NotesService {
   }
 }
 
+/** Node's response: Express's is one; Fastify's reply is taken over (hijacked) and its `raw` used. */
+type Res = ServerResponse | { raw: ServerResponse; hijack(): void };
+
 @Controller('mcp')
 @UseGuards(ReadGuard)
 class McpController {
   @All()
-  handle(@Req() req: Req, @Res() res: ServerResponse): void {
+  handle(@Req() req: Req, @Res() reply: Res): void {
+    let res: ServerResponse;
+    if ('raw' in reply) {
+      reply.hijack();
+      res = reply.raw;
+    } else {
+      res = reply;
+    }
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ host: true, body: req.body ?? null }));
   }
@@ -94,8 +105,15 @@ class AppModule {}
 const nest = (createRequire(import.meta.url)('@nestjs/core/package.json') as { version: string }).version;
 console.log(`format=module nest=${nest} loaded=${import.meta.resolve('mcp-subscriptions/nest')}`);
 
-const app = await NestFactory.create(AppModule, { logger: ['error', 'warn'] });
+// NEST_PLATFORM=fastify: the same app on Nest's Fastify platform.
+const platform = process.env.NEST_PLATFORM === 'fastify' ? 'fastify' : 'express';
+const options = { logger: ['error', 'warn'] as ('error' | 'warn')[] };
+const app =
+  platform === 'fastify'
+    ? await NestFactory.create(AppModule, new FastifyAdapter(), options)
+    : await NestFactory.create(AppModule, options);
 await app.listen(0, '127.0.0.1');
+console.log(`platform=${platform}`);
 console.log(`listening on ${await app.getUrl()}/mcp`);
 process.once('SIGTERM', () => {
   void app.close().then(() => process.exit(0));
