@@ -1,9 +1,9 @@
 /**
- * Starts the Nest sample (`npm run start:nest`): reads the environment, creates the app on the platform
- * `NEST_PLATFORM` names (Express by default, or Fastify), listens on HOST:PORT, prints
- * `listening on http://HOST:PORT/mcp (nest on <platform>)` once it accepts connections, and shuts down gracefully on
- * SIGTERM or SIGINT: `app.close()` ends every open listen stream with its terminal result (the
- * module's shutdown hook) before the HTTP server closes, then the process exits 0.
+ * Starts the Nest sample (`npm run start:nest`): reads the environment, creates the app on the
+ * platform `NEST_PLATFORM` names (Express by default, or Fastify), listens on HOST:PORT, prints
+ * `listening on http://HOST:PORT/mcp (nest on <platform>)` once it accepts connections, and shuts down
+ * gracefully on SIGTERM or SIGINT: `app.close()` ends every open listen stream with its terminal result
+ * (the module's shutdown hook) before the HTTP server closes, then the process exits 0.
  */
 import 'reflect-metadata';
 import type { Server } from 'node:http';
