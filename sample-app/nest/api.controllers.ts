@@ -16,7 +16,9 @@ import {
   Put,
   Res,
 } from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
 import type { Response } from 'express';
+import type { FastifyReply } from 'fastify';
 import { SubscriptionHub } from 'mcp-subscriptions';
 import { sampleStats, type SampleStats } from '../shared/bus.ts';
 import { CatalogService, isCatalogName } from '../shared/catalog-service.ts';
@@ -29,7 +31,10 @@ import { PutNoteDto, TaskStatusDto, validBody } from './dto.ts';
 
 @Controller('api/notes')
 export class NotesController {
-  constructor(@Inject(NotesService) private readonly notes: NotesService) {}
+  constructor(
+    @Inject(NotesService) private readonly notes: NotesService,
+    @Inject(HttpAdapterHost) private readonly adapterHost: HttpAdapterHost,
+  ) {}
 
   /** 201 when the note is created, 200 when it is replaced. */
   @Put(':owner/:name')
@@ -38,10 +43,10 @@ export class NotesController {
     @Param('owner') owner: string,
     @Param('name') name: string,
     @Body(validBody(PutNoteDto)) body: PutNoteDto,
-    @Res({ passthrough: true }) res: Response,
+    @Res({ passthrough: true }) res: Response | FastifyReply,
   ): Note {
     const { created, note } = this.notes.put(principal, owner, name, body);
-    res.status(created ? HttpStatus.CREATED : HttpStatus.OK);
+    this.adapterHost.httpAdapter.status(res, created ? HttpStatus.CREATED : HttpStatus.OK);
     return note;
   }
 

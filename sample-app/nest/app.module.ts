@@ -1,11 +1,11 @@
 /**
  * The Nest sample: a small notes service with its own bearer auth (a global guard), REST API and MCP
  * server (the official SDK behind a controller), to which `McpSubscriptionsModule` adds
- * `subscriptions/listen`. It serves the sample apps' contract, the same one the Express sample serves;
- * `main.ts` starts it.
+ * `subscriptions/listen`. It serves the sample apps' contract, the same one the Express sample serves,
+ * on Nest's Express or Fastify platform; `main.ts` starts it.
  */
-import { Module, type DynamicModule, type MiddlewareConsumer, type NestModule } from '@nestjs/common';
-import { APP_FILTER, APP_GUARD } from '@nestjs/core';
+import { Inject, Module, type DynamicModule, type MiddlewareConsumer, type NestModule } from '@nestjs/common';
+import { APP_FILTER, APP_GUARD, HttpAdapterHost } from '@nestjs/core';
 import { McpSubscriptionsModule } from 'mcp-subscriptions/nest';
 import type { SampleConfig } from '../shared/config.ts';
 import { sampleHubOptions } from '../shared/bus.ts';
@@ -21,6 +21,8 @@ import { NoteSubscribeHook, ServicesModule, TaskAccessCheck } from './services.m
 
 @Module({})
 export class AppModule implements NestModule {
+  constructor(@Inject(HttpAdapterHost) private readonly adapterHost: HttpAdapterHost) {}
+
   /** The app for `config` (see `loadConfig()` in the shared config). */
   static register(config: SampleConfig): DynamicModule {
     return {
@@ -55,7 +57,9 @@ export class AppModule implements NestModule {
     };
   }
 
+  /** On Express, JSON bodies for the REST routes that take one; on Fastify, Fastify parses them (fastify-json-body.ts). */
   configure(consumer: MiddlewareConsumer): void {
+    if (this.adapterHost.httpAdapter.getType() !== 'express') return;
     consumer.apply(JsonBodyMiddleware).forRoutes(NotesController, TasksController);
   }
 }

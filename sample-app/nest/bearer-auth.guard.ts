@@ -11,15 +11,19 @@ import {
   type CanActivate,
   type ExecutionContext,
 } from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
 import type { AuthInfo } from '@modelcontextprotocol/server';
-import type { ServerResponse } from 'node:http';
 import type { Request } from 'express';
+import type { FastifyRequest } from 'fastify';
 import { authenticate, principalOf, toAuthInfo } from '../shared/auth.ts';
 import type { SampleConfig } from '../shared/config.ts';
 import { MCP_PATH, SAMPLE_CONFIG } from './config.ts';
 
-/** An Express request after {@link BearerAuthGuard}: `req.auth` is the SDK's `AuthInfo`. */
-export type AuthedRequest = Request & { auth?: AuthInfo };
+/**
+ * A request as guards and handlers see it (Express's on Nest's Express platform, Fastify's on its
+ * Fastify one) after {@link BearerAuthGuard}: `req.auth` is the SDK's `AuthInfo`.
+ */
+export type AuthedRequest = (Request | FastifyRequest) & { auth?: AuthInfo };
 
 /**
  * Resolves the caller from `Authorization: Bearer <token>` and sets `req.auth` in the SDK's `AuthInfo`
@@ -29,21 +33,31 @@ export type AuthedRequest = Request & { auth?: AuthInfo };
  */
 @Injectable()
 export class BearerAuthGuard implements CanActivate {
-  constructor(@Inject(SAMPLE_CONFIG) private readonly config: SampleConfig) {}
+  constructor(
+    @Inject(SAMPLE_CONFIG) private readonly config: SampleConfig,
+    @Inject(HttpAdapterHost) private readonly adapterHost: HttpAdapterHost,
+  ) {}
 
   canActivate(context: ExecutionContext): boolean {
+    const { httpAdapter } = this.adapterHost;
     const http = context.switchToHttp();
     const req = http.getRequest<AuthedRequest>();
     const caller = authenticate(req.headers.authorization, {
-      conformance: this.config.conformance && req.path === MCP_PATH,
+      conformance: this.config.conformance && pathOf(String(httpAdapter.getRequestUrl(req))) === MCP_PATH,
     });
     if (caller === undefined) {
-      http.getResponse<ServerResponse>().setHeader('WWW-Authenticate', 'Bearer');
+      httpAdapter.setHeader(http.getResponse(), 'WWW-Authenticate', 'Bearer');
       throw new UnauthorizedException({ error: 'unauthorized', message: 'Missing or unknown bearer token' });
     }
     req.auth = toAuthInfo(caller);
     return true;
   }
+}
+
+/** The path of a request URL as received (`/mcp?x=1` is `/mcp`). */
+function pathOf(url: string): string {
+  const query = url.indexOf('?');
+  return query < 0 ? url : url.slice(0, query);
 }
 
 /** The authenticated principal of a request that passed {@link BearerAuthGuard}. */

@@ -4,7 +4,7 @@
  */
 import { Inject, Injectable, Module, type DynamicModule, type OnApplicationShutdown } from '@nestjs/common';
 import { createSampleBus, type SampleBus } from '../shared/bus.ts';
-import type { SampleConfig } from '../shared/config.ts';
+import { oneOfVariable, type SampleConfig } from '../shared/config.ts';
 
 /** Injection token of the {@link SampleConfig}. */
 export const SAMPLE_CONFIG = Symbol('SAMPLE_CONFIG');
@@ -14,6 +14,20 @@ export const MCP_PATH = '/mcp';
 
 /** The server's identity: in `server/discover` results and in the terminal result of listen streams. */
 export const SERVER_INFO = Object.freeze({ name: 'mcp-subscriptions-nest-sample', version: '0.1.0' });
+
+/** Nest's HTTP platforms the sample runs on (`NEST_PLATFORM`). */
+export const NEST_PLATFORMS = ['express', 'fastify'] as const;
+
+/** An HTTP platform of Nest: `@nestjs/platform-express` or `@nestjs/platform-fastify`. */
+export type NestPlatform = (typeof NEST_PLATFORMS)[number];
+
+/**
+ * The platform `NEST_PLATFORM` names, `express` when unset. Throws a `ConfigError` naming
+ * `NEST_PLATFORM` for any other value (the Nest sample's one variable of its own).
+ */
+export function nestPlatformOf(env: Readonly<Record<string, string | undefined>> = process.env): NestPlatform {
+  return oneOfVariable(env, 'NEST_PLATFORM', NEST_PLATFORMS, 'express');
+}
 
 /**
  * The bus the hub is built with (Redis when `REDIS_URL` or `REDIS_CLUSTER` is set). Closed on application shutdown, which

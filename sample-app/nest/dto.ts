@@ -46,3 +46,15 @@ export function validBody(dto: Type<unknown>): ValidationPipe {
     exceptionFactory: (errors) => new BadRequestException({ error: 'invalid_request', ...firstFailure(errors) }),
   });
 }
+
+/**
+ * The answer to a REST body that is not JSON at all, on either platform (Express's `express.json()` in
+ * `JsonBodyMiddleware`, Fastify's own JSON parser in `useFastifyJsonBodies()`): 400 naming `body`.
+ */
+export function invalidJsonBody(): BadRequestException {
+  return new BadRequestException({
+    error: 'invalid_request',
+    message: 'The request body is not valid JSON',
+    field: 'body',
+  });
+}

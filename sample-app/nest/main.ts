@@ -1,18 +1,18 @@
 /**
- * Starts the Nest sample (`npm run start:nest`): reads the environment, listens on HOST:PORT, prints
- * `listening on http://HOST:PORT/mcp` once it accepts connections, and shuts down gracefully on
- * SIGTERM or SIGINT: `app.close()` ends every open listen stream with its terminal result (the
- * module's shutdown hook) before the HTTP server closes, then the process exits 0.
+ * Starts the Nest sample (`npm run start:nest`): reads the environment, creates the app on the
+ * platform `NEST_PLATFORM` names (Express by default, or Fastify), listens on HOST:PORT, prints
+ * `listening on http://HOST:PORT/mcp (nest on <platform>)` once it accepts connections, and shuts down
+ * gracefully on SIGTERM or SIGINT: `app.close()` ends every open listen stream with its terminal result
+ * (the module's shutdown hook) before the HTTP server closes, then the process exits 0.
  */
 import 'reflect-metadata';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ConsoleLogger, type LogLevel } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import type { NestExpressApplication } from '@nestjs/platform-express';
 import { exitGracefullyOnSignals, fail, mcpUrlOf, readConfigOrExit } from '../shared/process.ts';
 import { AppModule } from './app.module.ts';
-import { SampleBusProvider } from './config.ts';
+import { nestPlatformOf, SampleBusProvider } from './config.ts';
+import { createNestApp } from './platform.ts';
 
 /** Nest's console logger, on stderr only: stdout carries the one `listening on` line. */
 class StderrLogger extends ConsoleLogger {
@@ -27,13 +27,12 @@ class StderrLogger extends ConsoleLogger {
 }
 
 const config = readConfigOrExit();
-const app = await NestFactory.create<NestExpressApplication>(AppModule.register(config), {
-  // The MCP path is parsed after the guards (by the listen route); the REST routes have their own parser.
-  bodyParser: false,
+// NEST_PLATFORM: Nest's Express platform (the default) or its Fastify one.
+const platform = readConfigOrExit(nestPlatformOf);
+const app = await createNestApp(platform, AppModule.register(config), {
   logger: new StderrLogger({ logLevels: ['error', 'warn'] }),
   abortOnError: false,
 });
-app.disable('x-powered-by');
 // With REDIS_URL or REDIS_CLUSTER, announce "listening" only once this instance receives what the others publish.
 await app.get(SampleBusProvider).sample.ready();
 try {
@@ -41,9 +40,9 @@ try {
 } catch (error) {
   fail(`Cannot listen on ${config.host}:${config.port}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`);
 }
-const server: Server = app.getHttpServer();
+const server = app.getHttpServer() as Server;
 // The host in parentheses: the contract's way for a test or a script to know which sample it started.
-console.log(`listening on ${mcpUrlOf(server.address() as AddressInfo)} (nest on express)`);
+console.log(`listening on ${mcpUrlOf(server.address() as AddressInfo)} (nest on ${platform})`);
 
 // app.close() ends every open listen stream with its terminal result (the module's shutdown hook),
 // then closes the HTTP server.

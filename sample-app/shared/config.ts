@@ -106,6 +106,17 @@ function integer<F extends number | undefined>(
   return value;
 }
 
+/**
+ * A variable whose value must be one of `allowed` (exactly, case included), or `fallback` when unset.
+ * Throws a {@link ConfigError} naming the variable and the values it takes otherwise.
+ */
+export function oneOfVariable<const T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
+  const raw = read(env, name);
+  if (raw === undefined) return fallback;
+  if ((allowed as readonly string[]).includes(raw)) return raw as T;
+  throw new ConfigError(name, `expected ${allowed.join(' or ')}, got ${shown(raw)}`);
+}
+
 /** A Redis URL the bus can connect to; its credentials are never echoed in an error. */
 function redisUrl(env: Env): string | undefined {
   const raw = read(env, 'REDIS_URL');

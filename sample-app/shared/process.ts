@@ -17,10 +17,15 @@ export function fail(message: string): never {
   process.exit(1);
 }
 
-/** The configuration from `process.env`, or exit 1 with a line naming the bad variable. */
-export function readConfigOrExit(): SampleConfig {
+/**
+ * The configuration from `process.env` (`load` it, by default the samples' shared {@link loadConfig}),
+ * or exit 1 with a line naming the bad variable.
+ */
+export function readConfigOrExit(): SampleConfig;
+export function readConfigOrExit<T>(load: (env: NodeJS.ProcessEnv) => T): T;
+export function readConfigOrExit(load: (env: NodeJS.ProcessEnv) => unknown = loadConfig): unknown {
   try {
-    return loadConfig(process.env);
+    return load(process.env);
   } catch (error) {
     if (error instanceof ConfigError) fail(`Invalid configuration: ${error.message}`);
     throw error;
