@@ -30,6 +30,9 @@ import {
   PROTOCOL_VERSION,
   putNote,
   REPO_ROOT,
+  sampleCommand,
+  sampleHost,
+  selectedSampleKinds,
   startRedis,
   startSample,
   stopAllSamples,
@@ -45,7 +48,8 @@ import { listenBody, listenHeaders, post, TASKS_META, type SseStream } from '../
 import { twoInstances, warm } from '../helpers/two-instances.ts';
 import { uid } from '../helpers/uid.ts';
 
-const SAMPLES = ['express', 'nest'] as const;
+/** Every host, or those `SAMPLE_KINDS` names (CONTRIBUTING.md). */
+const SAMPLES = selectedSampleKinds();
 
 /**
  * The REDIS_URL rows start redis-servers of their own. Without redis-server on the machine they are
@@ -173,7 +177,7 @@ for (const kind of SAMPLES) {
 
       it('prints one "listening on http://HOST:PORT/mcp (host)" line with the real port and its host, and accepts connections', async () => {
         expect(app.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
-        expect(app.host).toBe(kind === 'express' ? 'express' : 'nest on express');
+        expect(app.host).toBe(sampleHost(kind));
         expect(new URL(app.url).port).not.toBe('0');
         expect(app.stdout().match(/listening on /g)?.length).toBe(1);
         const res = await app.api(alice, 'GET', '/api/subscriptions/stats');
@@ -1279,11 +1283,11 @@ for (const kind of SAMPLES) {
 
     it("MAX_BUFFER is passed through as the library defines it: the library removed `maxBuffer`, so a set one stops the app at start with the library's message", async () => {
       // Spawned here rather than by startSample, to read the whole stderr: 'close' waits for the pipes.
-      const child = spawn(
-        process.execPath,
-        ['--conditions=mcp-subscriptions-source', '--import', 'tsx', `sample-app/${kind}/main.ts`],
-        { cwd: REPO_ROOT, env: { ...process.env, PORT: '0', HOST: '127.0.0.1', MAX_BUFFER: '100' } },
-      );
+      const { command, args, env } = sampleCommand(kind);
+      const child = spawn(command, args, {
+        cwd: REPO_ROOT,
+        env: { ...process.env, PORT: '0', HOST: '127.0.0.1', ...env, MAX_BUFFER: '100' },
+      });
       let stdout = '';
       let stderr = '';
       // A sample that starts after all is stopped at its `listening on` line: the assertion says so.
