@@ -37,6 +37,9 @@ export const MCP_PATH = '/mcp';
  */
 const MCP_BODY_LIMIT = 4 * 1024 * 1024;
 
+/** The largest REST request body read: `express.json()`'s default, as in the Express sample. */
+const REST_BODY_LIMIT = 100 * 1024;
+
 declare module 'fastify' {
   interface FastifyRequest {
     /**
@@ -148,26 +151,27 @@ function routingErrors(error: FastifyError, request: FastifyRequest, reply: Fast
   void reply.code(error.statusCode ?? 400).send({ error: 'invalid_request', message });
 }
 
+/** A JSON-RPC error with no request id, as the SDK answers a request it could not read. */
+function jsonRpcError(reply: FastifyReply, status: number, code: number, message: string): void {
+  void reply.code(status).send({ jsonrpc: '2.0', error: { code, message }, id: null });
+}
+
 /**
  * The MCP route's errors, in JSON-RPC's shape as the SDK words its own: what Fastify refuses before
- * the route's handler runs (a Content-Type that is not JSON, a body over the limit).
+ * the route's handler runs (a body over the limit, a malformed Content-Length).
  */
 function mcpErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const status = error.statusCode;
-  if (typeof status !== 'number' || status < 400 || status >= 500) {
-    request.log.error({ err: error }, 'MCP request failed');
+  if (typeof status === 'number' && status >= 400 && status < 500) {
+    jsonRpcError(reply, status, -32000, error.message);
+    return;
   }
-  const known = typeof status === 'number' && status >= 400 && status < 500;
-  const message =
-    error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE'
-      ? 'Unsupported Media Type: Content-Type must be application/json'
-      : known
-        ? error.message
-        : 'Internal server error';
-  void reply
-    .code(known ? status : 500)
-    .send({ jsonrpc: '2.0', error: { code: known ? -32000 : -32603, message }, id: null });
+  request.log.error({ err: error }, 'MCP request failed');
+  jsonRpcError(reply, 500, -32603, 'Internal server error');
 }
+
+/** A Content-Type that names JSON (`application/json`, `application/*+json`, parameters allowed), as MCP reads it. */
+const JSON_CONTENT_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 
 /**
  * Builds the Fastify sample: the app, its hub and services. Nothing listens yet; the app's plugins
@@ -208,7 +212,12 @@ export function createApp(config: Partial<SampleConfig> = {}): FastifySample {
 
   // Fastify's own log lines (request failures, the plugin's warnings) go to stderr: stdout carries the
   // one `listening on` line.
-  const app = Fastify({ logger: { level: 'warn', stream: process.stderr }, frameworkErrors: routingErrors });
+  const app = Fastify({
+    logger: { level: 'warn', stream: process.stderr },
+    frameworkErrors: routingErrors,
+    // `/api/tasks/` is `/api/tasks`, as in Express's default (non-strict) routing.
+    routerOptions: { ignoreTrailingSlash: true },
+  });
   app.decorateRequest('auth', undefined);
   app.addHook('onRequest', bearerAuth);
   app.setErrorHandler(restErrors);
@@ -231,14 +240,16 @@ export function createApp(config: Partial<SampleConfig> = {}): FastifySample {
       path: MCP_PATH,
     });
 
-    // JSON only, parsed by Fastify's own parser; a body that does not parse is kept as its text rather
-    // than refused here, so that MCP answers it: the plugin with -32700 for a listen, the route below for
-    // the rest. Any other Content-Type is refused by Fastify (415, see mcpErrors), as the SDK would.
+    // Every body is read (up to the route's limit) and none is refused here, so that MCP answers it: a
+    // JSON one is parsed by Fastify's own parser; one that is not JSON, or does not parse, is kept as its
+    // text. The plugin then negotiates and parses a listen exactly as on any other host (415 for a
+    // Content-Type that is not JSON, -32700 for a body that does not parse); the route below answers the rest.
     const json = mcp.getDefaultJsonParser('error', 'error');
     mcp.removeAllContentTypeParsers();
-    mcp.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    mcp.addContentTypeParser('*', { parseAs: 'string' }, (request, body, done) => {
       const text = body.toString();
-      void json(request, text, (error, parsed) => done(null, error === null ? parsed : text));
+      if (!JSON_CONTENT_TYPE.test(request.headers['content-type'] ?? '')) done(null, text);
+      else void json(request, text, (error, parsed) => done(null, error === null ? parsed : text));
     });
     mcp.setErrorHandler(mcpErrors);
 
@@ -249,12 +260,12 @@ export function createApp(config: Partial<SampleConfig> = {}): FastifySample {
       { bodyLimit: MCP_BODY_LIMIT, config: { conformanceTokenless: settings.conformance } satisfies AuthRouteConfig },
       (request, reply) => {
         if (typeof request.body === 'string') {
-          // A JSON body that does not parse, and is no listen (the plugin took those): the SDK's answer to it.
-          void reply.code(400).send({
-            jsonrpc: '2.0',
-            error: { code: -32700, message: 'Parse error: the request body is not valid JSON' },
-            id: null,
-          });
+          // A body that is not JSON, and no listen (the plugin took those): the SDK's own answer to it.
+          if (JSON_CONTENT_TYPE.test(request.headers['content-type'] ?? '')) {
+            jsonRpcError(reply, 400, -32700, 'Parse error: the request body is not valid JSON');
+          } else {
+            jsonRpcError(reply, 415, -32000, 'Unsupported Media Type: Content-Type must be application/json');
+          }
           return;
         }
         // The SDK writes Node's response itself; it reads the caller from `req.auth`.
@@ -266,16 +277,24 @@ export function createApp(config: Partial<SampleConfig> = {}): FastifySample {
 
   void app.register(
     (api, _options, loaded) => {
-      // The REST API reads JSON bodies. An empty one is no body, and a body of another type is ignored
-      // (as `express.json()` does): a route that needs an object refuses either, naming `body`.
+      // The REST API reads JSON bodies as `express.json()` does in the Express sample, so that both
+      // answer alike: up to 100 KiB, an empty one as `{}`, and a body of another type is ignored (a route
+      // that needs an object refuses it, naming `body`). Unlike `express.json()`, Fastify's parser
+      // refuses a `__proto__` key (400, not valid JSON).
       const json = api.getDefaultJsonParser('error', 'error');
       api.removeContentTypeParser('application/json');
-      api.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-        const text = body.toString();
-        if (text.length === 0) done(null, undefined);
-        else void json(request, text, done);
-      });
-      api.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, _body, done) => done(null, undefined));
+      api.addContentTypeParser(
+        'application/json',
+        { parseAs: 'string', bodyLimit: REST_BODY_LIMIT },
+        (request, body, done) => {
+          const text = body.toString();
+          if (text.length === 0) done(null, {});
+          else void json(request, text, done);
+        },
+      );
+      api.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: REST_BODY_LIMIT }, (_request, _body, done) =>
+        done(null, undefined),
+      );
 
       api.put<{ Params: { owner: string; name: string } }>('/notes/:owner/:name', (request, reply) => {
         const { owner, name } = request.params;
