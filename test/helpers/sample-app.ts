@@ -14,8 +14,82 @@ import { SseParser, type SseEvent } from './sse.ts';
 /** The repository root: the samples are started from there, as `npm start` does. */
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-/** The sample apps that serve the contract. */
-export type SampleKind = 'express' | 'nest';
+/**
+ * The hosts that serve the contract: the Express sample, the Nest sample on Nest's Express platform and
+ * on its Fastify platform (`NEST_PLATFORM=fastify`), and the plain Fastify sample.
+ */
+export type SampleKind = 'express' | 'nest' | 'nest-fastify' | 'fastify';
+
+/** How each host is started, and the host its `listening on` line names in parentheses. */
+interface SampleHost {
+  /** The folder under sample-app/ whose `main.ts` starts it. */
+  readonly folder: string;
+  /** Its npm script. */
+  readonly script: string;
+  /** What the environment adds to start this host rather than another one of the same folder. */
+  readonly env: Readonly<Record<string, string>>;
+  /** The host the contract's startup line names: `(express)`, `(nest on express)`, … */
+  readonly host: string;
+}
+
+const HOSTS: Readonly<Record<SampleKind, SampleHost>> = {
+  express: { folder: 'express', script: 'start', env: {}, host: 'express' },
+  nest: { folder: 'nest', script: 'start:nest', env: {}, host: 'nest on express' },
+  'nest-fastify': {
+    folder: 'nest',
+    script: 'start:nest',
+    env: { NEST_PLATFORM: 'fastify' },
+    host: 'nest on fastify',
+  },
+  fastify: { folder: 'fastify', script: 'start:fastify', env: {}, host: 'fastify' },
+};
+
+/** Every host that serves the contract, in the order the suites run them. */
+export const SAMPLE_KINDS: readonly SampleKind[] = Object.freeze(Object.keys(HOSTS) as SampleKind[]);
+
+/** The host a sample's startup line names (`listening on http://…/mcp (HOST)`). */
+export function sampleHost(kind: SampleKind): string {
+  return HOSTS[kind].host;
+}
+
+/**
+ * The hosts a suite runs against: `all` (by default every host), narrowed by the `SAMPLE_KINDS`
+ * environment variable when it is set (`SAMPLE_KINDS=express,fastify`, CONTRIBUTING.md). A name that
+ * is no host throws, naming the known ones: a typo must not select nothing and pass.
+ */
+export function selectedSampleKinds(
+  all: readonly SampleKind[] = SAMPLE_KINDS,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): SampleKind[] {
+  const raw = env['SAMPLE_KINDS']?.trim();
+  if (raw === undefined || raw === '') return [...all];
+  const wanted = raw.split(',').map((name) => name.trim());
+  const unknown = wanted.filter((name) => !Object.hasOwn(HOSTS, name));
+  if (unknown.length > 0) {
+    throw new Error(
+      `SAMPLE_KINDS: unknown host(s) ${unknown.map((name) => JSON.stringify(name)).join(', ')}; expected a comma-separated list of ${SAMPLE_KINDS.join(', ')}`,
+    );
+  }
+  return all.filter((kind) => wanted.includes(kind));
+}
+
+/**
+ * The command line that starts `kind` the way its npm script does, without npm: `node
+ * --conditions=mcp-subscriptions-source --import tsx sample-app/<folder>/main.ts`, and the variables
+ * that select the host (`NEST_PLATFORM`), to add to the child's environment.
+ */
+export function sampleCommand(kind: SampleKind): {
+  readonly command: string;
+  readonly args: string[];
+  readonly env: Readonly<Record<string, string>>;
+} {
+  const { folder, env } = HOSTS[kind];
+  return {
+    command: process.execPath,
+    args: ['--conditions=mcp-subscriptions-source', '--import', 'tsx', `sample-app/${folder}/main.ts`],
+    env,
+  };
+}
 
 /** The contract's bound from SIGTERM or SIGINT to the sample's exit: the bound every test holds. */
 export const CONTRACT_EXIT_MS = 5000;
@@ -45,7 +119,10 @@ export interface McpAnswer extends HttpAnswer {
 /** A running sample app. */
 export interface SampleApp {
   readonly kind: SampleKind;
-  /** The host the startup line names in parentheses (`express`, `nest on express`), if it names one. */
+  /**
+   * The host the startup line names in parentheses (`express`, `nest on express`, `nest on fastify`,
+   * `fastify`); `undefined` only for a release whose samples name none (see `StartOptions.root`).
+   */
   readonly host: string | undefined;
   /** The MCP endpoint, from the startup line: `http://127.0.0.1:PORT/mcp`. */
   readonly url: string;
@@ -93,6 +170,7 @@ const CONTRACT_VARIABLES = [
   'REDIS_URL',
   'REDIS_CLUSTER',
   'MCP_CONFORMANCE',
+  'NEST_PLATFORM',
   'NODE_TEST_CONTEXT',
 ];
 
@@ -103,7 +181,10 @@ const LISTENING = /^listening on (http:\/\/([^/\s]+))\/mcp(?: \(([^)\n]+)\))?\s*
 export interface StartOptions {
   /** How long the sample may take to print its `listening on` line. @default 30000 */
   startTimeoutMs?: number;
-  /** Start it with `npm start` / `npm run start:nest`, signals and all, as a user does. @default false */
+  /**
+   * Start it with its npm script (`npm start`, `npm run start:nest`, `npm run start:fastify`), signals
+   * and all, as a user does. @default false
+   */
   viaNpm?: boolean;
   /**
    * The source tree to start it from: another release's (see first-release.ts), whose own
@@ -113,10 +194,12 @@ export interface StartOptions {
 }
 
 /**
- * Starts a sample app the way `npm start` / `npm run start:nest` do (`node --conditions=mcp-subscriptions-source
- * --import tsx sample-app/<kind>/main.ts` from the repo root, or from `root`) with `PORT=0` and
- * `HOST=127.0.0.1`, plus `env` (an `undefined` value unsets a variable, to exercise its default).
- * Resolves once it printed its `listening on` line.
+ * Starts a sample app the way its npm script does (`node --conditions=mcp-subscriptions-source
+ * --import tsx sample-app/<folder>/main.ts` from the repo root, or from `root`, with `NEST_PLATFORM=fastify`
+ * for `nest-fastify`) with `PORT=0` and `HOST=127.0.0.1`, plus `env` (an `undefined` value unsets a
+ * variable, to exercise its default). Resolves once it printed its `listening on` line; rejects when
+ * that line names another host than `kind`'s (or, from this tree, none), so that no test passes
+ * against the wrong host.
  */
 export function startSample(
   kind: SampleKind,
@@ -125,15 +208,15 @@ export function startSample(
 ): Promise<SampleApp> {
   const childEnv: NodeJS.ProcessEnv = { ...process.env };
   for (const name of CONTRACT_VARIABLES) delete childEnv[name];
-  Object.assign(childEnv, { PORT: '0', HOST: '127.0.0.1' });
+  const direct = sampleCommand(kind);
+  Object.assign(childEnv, { PORT: '0', HOST: '127.0.0.1' }, direct.env);
   for (const [name, value] of Object.entries(env)) {
     if (value === undefined) delete childEnv[name];
     else childEnv[name] = value;
   }
+  const expectedHost = sampleHost(kind);
   // viaNpm: exactly the README's command (`npm start`), signals included, as a user runs it.
-  const [command, args] = viaNpm
-    ? ['npm', ['run', '--silent', kind === 'express' ? 'start' : 'start:nest']]
-    : [process.execPath, ['--conditions=mcp-subscriptions-source', '--import', 'tsx', `sample-app/${kind}/main.ts`]];
+  const [command, args] = viaNpm ? ['npm', ['run', '--silent', HOSTS[kind].script]] : [direct.command, direct.args];
   const child = spawn(command, args, {
     cwd: root,
     env: childEnv,
@@ -168,13 +251,20 @@ export function startSample(
       out += chunk;
       const match = LISTENING.exec(out);
       if (match === null || settled) return;
+      const host = match[3];
+      if (host !== expectedHost && (host !== undefined || root === REPO_ROOT)) {
+        fail(
+          `its "listening on" line names the host ${JSON.stringify(host ?? null)}, not ${JSON.stringify(expectedHost)}`,
+        );
+        return;
+      }
       settled = true;
       clearTimeout(timer);
       const baseUrl = match[1]!;
       const url = `${baseUrl}/mcp`;
       resolve({
         kind,
-        host: match[3],
+        host,
         url,
         baseUrl,
         child,

@@ -30,6 +30,9 @@ import {
   PROTOCOL_VERSION,
   putNote,
   REPO_ROOT,
+  sampleCommand,
+  sampleHost,
+  selectedSampleKinds,
   startRedis,
   startSample,
   stopAllSamples,
@@ -45,7 +48,8 @@ import { listenBody, listenHeaders, post, TASKS_META, type SseStream } from '../
 import { twoInstances, warm } from '../helpers/two-instances.ts';
 import { uid } from '../helpers/uid.ts';
 
-const SAMPLES = ['express', 'nest'] as const;
+/** Every host, or those `SAMPLE_KINDS` names (CONTRIBUTING.md). */
+const SAMPLES = selectedSampleKinds();
 
 /**
  * The REDIS_URL rows start redis-servers of their own. Without redis-server on the machine they are
@@ -173,7 +177,7 @@ for (const kind of SAMPLES) {
 
       it('prints one "listening on http://HOST:PORT/mcp (host)" line with the real port and its host, and accepts connections', async () => {
         expect(app.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
-        expect(app.host).toBe(kind === 'express' ? 'express' : 'nest on express');
+        expect(app.host).toBe(sampleHost(kind));
         expect(new URL(app.url).port).not.toBe('0');
         expect(app.stdout().match(/listening on /g)?.length).toBe(1);
         const res = await app.api(alice, 'GET', '/api/subscriptions/stats');
@@ -1264,26 +1268,34 @@ for (const kind of SAMPLES) {
     }, 60_000); // four samples starting at once (startSample allows each 30 s)
 
     it('refuses to start with REDIS_URL and REDIS_CLUSTER both set, naming both; and on a malformed REDIS_CLUSTER, naming it', async () => {
-      const both = startSample(kind, {
-        REDIS_URL: 'redis://127.0.0.1:6379',
-        REDIS_CLUSTER: '127.0.0.1:7000,127.0.0.1:7001',
-      });
-      await expect(both).rejects.toThrow(/exited with code [1-9]/);
-      await expect(both).rejects.toThrow(/REDIS_URL.*REDIS_CLUSTER|REDIS_CLUSTER.*REDIS_URL/);
-      for (const value of ['127.0.0.1', '127.0.0.1:7000,', 'http://127.0.0.1:7000', '127.0.0.1:99999']) {
+      // All five at once, as the test above does: each start is a process of its own, and one after
+      // the other they cost the suite a start each, times every host.
+      const both = async (): Promise<void> => {
+        const started = startSample(kind, {
+          REDIS_URL: 'redis://127.0.0.1:6379',
+          REDIS_CLUSTER: '127.0.0.1:7000,127.0.0.1:7001',
+        });
+        await expect(started).rejects.toThrow(/exited with code [1-9]/);
+        await expect(started).rejects.toThrow(/REDIS_URL.*REDIS_CLUSTER|REDIS_CLUSTER.*REDIS_URL/);
+      };
+      const malformed = async (value: string): Promise<void> => {
         const started = startSample(kind, { REDIS_CLUSTER: value });
         await expect(started).rejects.toThrow(/exited with code [1-9]/);
         await expect(started).rejects.toThrow('REDIS_CLUSTER');
-      }
-    }, 120_000); // five samples starting one after the other (startSample allows each 30 s)
+      };
+      await Promise.all([
+        both(),
+        ...['127.0.0.1', '127.0.0.1:7000,', 'http://127.0.0.1:7000', '127.0.0.1:99999'].map(malformed),
+      ]);
+    }, 60_000); // five samples starting at once (startSample allows each 30 s)
 
     it("MAX_BUFFER is passed through as the library defines it: the library removed `maxBuffer`, so a set one stops the app at start with the library's message", async () => {
       // Spawned here rather than by startSample, to read the whole stderr: 'close' waits for the pipes.
-      const child = spawn(
-        process.execPath,
-        ['--conditions=mcp-subscriptions-source', '--import', 'tsx', `sample-app/${kind}/main.ts`],
-        { cwd: REPO_ROOT, env: { ...process.env, PORT: '0', HOST: '127.0.0.1', MAX_BUFFER: '100' } },
-      );
+      const { command, args, env } = sampleCommand(kind);
+      const child = spawn(command, args, {
+        cwd: REPO_ROOT,
+        env: { ...process.env, PORT: '0', HOST: '127.0.0.1', ...env, MAX_BUFFER: '100' },
+      });
       let stdout = '';
       let stderr = '';
       // A sample that starts after all is stopped at its `listening on` line: the assertion says so.

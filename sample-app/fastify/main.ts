@@ -1,0 +1,29 @@
+/**
+ * Starts the Fastify sample (`npm run start:fastify`): reads the environment, listens on HOST:PORT,
+ * prints `listening on http://HOST:PORT/mcp (fastify)` once it accepts connections, and shuts down
+ * gracefully on SIGTERM or SIGINT: `app.close()` ends every open listen stream with its terminal result
+ * (the plugin's `preClose` hook) before the HTTP server closes, then the process exits 0.
+ */
+import type { AddressInfo } from 'node:net';
+import { exitGracefullyOnSignals, fail, mcpUrlOf, readConfigOrExit } from '../shared/process.ts';
+import { createApp } from './app.ts';
+
+const config = readConfigOrExit();
+const { app, ready, close } = createApp(config);
+// With REDIS_URL or REDIS_CLUSTER, announce "listening" only once this instance receives what the others publish.
+await ready();
+
+try {
+  await app.listen({ port: config.port, host: config.host });
+} catch (error) {
+  const { code, syscall } = error as NodeJS.ErrnoException;
+  // A failure to bind (or to resolve HOST) is the address's; anything else (a plugin that refused to
+  // load) is the app's own, and stops it with its own message.
+  if (syscall !== 'listen' && syscall !== 'getaddrinfo') throw error;
+  fail(`Cannot listen on ${config.host}:${config.port}: ${code ?? String(error)}`);
+}
+// The host in parentheses: the contract's way for a test or a script to know which sample it started.
+console.log(`listening on ${mcpUrlOf(app.server.address() as AddressInfo)} (fastify)`);
+
+// close() ends every open listen stream with its terminal result, then closes the HTTP server.
+exitGracefullyOnSignals(app.server, close);
