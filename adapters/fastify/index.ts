@@ -248,7 +248,7 @@ const plugin: FastifyPluginCallback<McpSubscriptionsFastifyOptions> = (fastify, 
  * await app.register(mcpSubscriptions, { hub, capabilities: offer, canRead: (uri, { principal }) => mayRead(principal, uri) });
  * app.post('/mcp', { onRequest: authenticate }, (request, reply) => {
  *   reply.hijack();
- *   return mcpNode(request.raw, reply.raw, request.body);
+ *   return mcpNode(Object.assign(request.raw, { auth: request.auth }), reply.raw, request.body); // the SDK reads `auth` there
  * });
  * hub.resourceUpdated('note://alice/todo');
  * ```

@@ -31,3 +31,40 @@ test('saving a note tells its owner, and only its owner', async () => {
   expect(update.params.uri).toBe('note://alice/todo');
   await subscription.close();
 });
+
+test("the SDK serves the rest of MCP as the caller: alice reads her note, bob's is not found", async () => {
+  await fetch(`${base}/notes/diary`, {
+    method: 'PUT',
+    headers: { ...alice, 'content-type': 'application/json' },
+    body: JSON.stringify({ text: 'dear diary' }),
+  });
+  const read = async (headers: Record<string, string>) => {
+    const uri = 'note://alice/diary';
+    const res = await fetch(`${base}/mcp`, {
+      method: 'POST',
+      headers: {
+        ...headers,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2026-07-28',
+        'mcp-method': 'resources/read',
+        'mcp-name': uri,
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'resources/read',
+        params: {
+          uri,
+          _meta: {
+            'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+            'io.modelcontextprotocol/clientCapabilities': {},
+          },
+        },
+      }),
+    });
+    return res.text();
+  };
+  expect(await read(alice)).toContain('dear diary');
+  expect(await read({ authorization: 'Bearer bob-token' })).not.toContain('dear diary');
+});

@@ -29,7 +29,8 @@ export async function buildApp(): Promise<FastifyInstance> {
     onRequest: bearerAuth,
     handler: (request, reply) => {
       reply.hijack();
-      return mcpNode(request.raw, reply.raw, request.body);
+      // The SDK reads the caller from Node's request: hand it the auth your hook set.
+      return mcpNode(Object.assign(request.raw, { auth: request.auth }), reply.raw, request.body);
     },
   });
 
