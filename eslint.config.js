@@ -133,7 +133,7 @@ export default tseslint.config(
             {
               regex: '(^|/)(lib|adapters)/',
               message:
-                'The samples are host apps: they import the published entries (mcp-subscriptions, /express, /nest) only.',
+                'The samples are host apps: they import the published entries (mcp-subscriptions, /express, /fastify, /nest, /redis) only.',
             },
           ],
         },
