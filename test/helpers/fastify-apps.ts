@@ -26,7 +26,8 @@ export async function bearerAuth(request: FastifyRequest, reply: FastifyReply): 
     await reply.code(401).header('www-authenticate', 'Bearer').send({ error: 'unauthorized' });
     return;
   }
-  (request as AuthedRequest).auth = { token: match[1], clientId: 'c', scopes: [], extra: { sub: match[1] } };
+  const [, token = ''] = match;
+  (request as AuthedRequest).auth = { token, clientId: 'c', scopes: [], extra: { sub: token } };
 }
 
 /** One line of the app's log, as pino writes it. */
