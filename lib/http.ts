@@ -166,8 +166,9 @@ function stringField(value: unknown, ...names: string[]): string | undefined {
  * cancellation, task ownership and per-principal limit. A host whose tokens identify a client only
  * says so with the `principal` option.
  */
-export function defaultPrincipal(req: { readonly auth?: unknown; readonly user?: unknown }): string | undefined {
-  const { auth, user } = req;
+export function defaultPrincipal(req: object): string | undefined {
+  // Any framework's request: the fields are read whether or not its types declare them.
+  const { auth, user } = req as { readonly auth?: unknown; readonly user?: unknown };
   if (auth !== undefined && auth !== null) {
     return stringField((auth as { extra?: unknown }).extra, 'sub', 'principal');
   }

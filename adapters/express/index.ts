@@ -29,7 +29,7 @@ export type McpSubscriptionsMiddleware = RequestHandler & { readonly handler: Li
 
 /** The default principal: `req.auth` (the SDK's bearer auth), else `req.user` (Passport and friends). */
 export function defaultPrincipal(req: Request): string | undefined {
-  return nodeDefaultPrincipal(req as Request & { auth?: unknown; user?: unknown });
+  return nodeDefaultPrincipal(req);
 }
 
 /**

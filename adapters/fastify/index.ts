@@ -85,7 +85,7 @@ declare module 'fastify' {
 
 /** The default principal: `request.auth` (the SDK's bearer auth), else `request.user` (`@fastify/jwt` and friends). */
 export function defaultPrincipal(request: FastifyRequest): string | undefined {
-  return nodeDefaultPrincipal(request as FastifyRequest & { auth?: unknown; user?: unknown });
+  return nodeDefaultPrincipal(request);
 }
 
 /** Fastify's register options: Fastify hands them to every plugin along with the plugin's own. */
