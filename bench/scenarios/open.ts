@@ -5,7 +5,7 @@ import { cpuBetween, lastFrame, openListen, sleep, usage } from '../lib/client.t
 import type { Usage } from '../lib/control.ts';
 import { type Filter, noteUri } from '../lib/wire.ts';
 import { type Scenario, type ScenarioResult, WITH_FRAMEWORK } from '../scenario.ts';
-import { atMost, frameworkRow } from './rows.ts';
+import { atMost, fastifyRows, frameworkRow } from './rows.ts';
 
 type Params = { samples: number; warmup: number; uris: number };
 
@@ -27,9 +27,11 @@ export const open: Scenario<Params> = {
       note: 'the SDK runs no read check or subscribe hook',
     },
     frameworkRow('open: time to ack p50, against the ceiling in Express', 'ms', 'ackP50Ms', 2),
+    ...fastifyRows('open: time to ack p50', 'ms', 'ackP50Ms', 2, 1.0),
     { label: 'open: time to ack p99', unit: 'ms', key: 'ackP99Ms', digits: 2 },
     { label: 'open: server CPU per listen (open, ack, close)', unit: 'µs', key: 'cpuUsPerOpen', digits: 0 },
     frameworkRow('open: server CPU per listen, against the ceiling in Express', 'µs', 'cpuUsPerOpen', 0),
+    ...fastifyRows('open: server CPU per listen', 'µs', 'cpuUsPerOpen', 0, 1.0),
     { label: 'open: URIs honoured in the ack', unit: '', key: 'honored', digits: 0 },
   ],
   async run(ports, targets, p) {
