@@ -4,7 +4,8 @@
  * request with `auth` (the SDK's `AuthInfo`, which the plugin's default principal reads), on a
  * `node:http` server whose `/control/*` routes are served before Fastify sees the request, as the
  * Express host serves them before Express. Fastify's logger stays off, as the Express apps log nothing
- * either. Loaded only by those two servers: the others never load Fastify.
+ * either, unless `BENCH_FASTIFY_LOGGER` names a level (to see what a logging app's streams keep).
+ * Loaded only by those two servers: the others never load Fastify.
  */
 import { createServer, type Server } from 'node:http';
 import type { AuthInfo } from '@modelcontextprotocol/server';
@@ -24,6 +25,9 @@ export function principalOfRequest(request: { readonly auth: AuthInfo | null }):
   return principalOf(request.auth ?? undefined) ?? '';
 }
 
+/** `BENCH_FASTIFY_LOGGER`: a log level turns Fastify's logger on (off by default, as Express logs nothing). */
+const logLevel = process.env['BENCH_FASTIFY_LOGGER'];
+
 /**
  * A Fastify app behind the host's bearer auth, with the routes `register` adds, on a `node:http`
  * server that serves `target`'s control routes first; ready, not listening yet.
@@ -33,6 +37,9 @@ export async function fastifyServer(
   register: (app: FastifyInstance) => void | Promise<void>,
 ): Promise<Server> {
   const app = Fastify({
+    // BENCH_FASTIFY_LOGGER=<level>: Fastify's logger on (to stderr; stdout carries the port line), which
+    // gives each request a child logger and keeps its request and reply until the response finishes.
+    ...(logLevel !== undefined && logLevel !== '' ? { logger: { level: logLevel, stream: process.stderr } } : {}),
     serverFactory: (handler) =>
       createServer((req, res) => {
         if (!serveControl(target, req, res)) handler(req, res);
