@@ -26,7 +26,7 @@ export const tick: Scenario<Params> = {
   full: { streams: 1000, writes: 200, warmup: 20, rounds: 3, routeWarmup: 500 },
   quick: { streams: 200, writes: 50, warmup: 10, rounds: 1, routeWarmup: 200 },
   targets: WITH_FASTIFY,
-  timeoutMs: 300_000,
+  timeoutMs: 600_000,
   rows: (p) => [
     {
       label: `tick ${p.streams}×${p.writes}: write route alone (no stream open), server CPU per write request`,
