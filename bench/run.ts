@@ -1,7 +1,8 @@
 /**
  * `npm run bench [-- --quick] [--only=fanout,idle] [--profile]`: the benchmark suite, end to end. For each
  * scenario it starts the three servers (our host app, the same app on the SDK's own listen, the
- * `node:http` ceiling), each in its own process, forks the load generator in another, prints the
+ * `node:http` ceiling), plus those of the scenario's framework rows (the ceiling mounted in Express; our
+ * host app on Fastify and the ceiling mounted in Fastify), each in its own process, forks the load generator in another, prints the
  * scenario's parameters and figures, and stops every process. At the end it prints one table, and
  * writes `bench/results/<date>[-quick].json` and the SVG chart (`docs/benchmarks.svg` for a full run;
  * an `--only` run writes `bench/results/<date>-only-<names>[-quick].*`, never over a full run's files).
@@ -38,6 +39,8 @@ const SERVER_FILES: Record<Target, string[]> = {
   sdk: ['bench/servers/host.ts', 'sdk'],
   ceiling: ['bench/servers/ceiling.ts'],
   'ceiling-express': ['bench/servers/ceiling.ts', 'express'],
+  'ours-fastify': ['bench/servers/host.ts', 'fastify'],
+  'ceiling-fastify': ['bench/servers/ceiling.ts', 'fastify'],
 };
 
 const children = new Set<ChildProcess>();
@@ -353,6 +356,11 @@ async function main(): Promise<void> {
   console.log(
     "servers: ours = Express + mcpSubscriptions() + SDK; sdk = the same app on the SDK's own listen; ceiling = node:http",
   );
+  if (specs.some((s) => s.targets.includes('ours-fastify'))) {
+    console.log(
+      'Fastify rows: ours on Fastify = the same app on Fastify 5 + the Fastify plugin; ceiling in Fastify = the ceiling as a Fastify route',
+    );
+  }
   if (specs.some((s) => s.redisNodes === true)) {
     console.log(
       `cross-node: ours-a and ours-b = ours joined by a RedisBus on ${REDIS_URL}, channel prefix ${CHANNEL_PREFIX}`,

@@ -5,8 +5,12 @@
  * the order the bench runs them.
  */
 
-/** The servers; `ceiling-express` is the ceiling mounted in Express (idle and open only: what the framework costs). */
-export type Target = 'ours' | 'sdk' | 'ceiling' | 'ceiling-express';
+/**
+ * The servers. `ceiling-express` is the ceiling mounted in Express (idle and open only: what the
+ * framework costs); `ours-fastify` is the host app on Fastify with the Fastify plugin, and
+ * `ceiling-fastify` the ceiling mounted in Fastify beside it (idle, open, fan-out and tick).
+ */
+export type Target = 'ours' | 'sdk' | 'ceiling' | 'ceiling-express' | 'ours-fastify' | 'ceiling-fastify';
 /** One target's figures: numbers (NaN where not applicable), booleans, or short strings. */
 export type Figures = Record<string, number | boolean | string>;
 export type ScenarioResult = Partial<Record<Target, Figures>>;
@@ -34,8 +38,18 @@ export interface Fleet {
 
 /** The table's columns. */
 export const TARGETS: readonly Target[] = ['ours', 'sdk', 'ceiling'];
-/** The columns plus the ceiling mounted in Express, for the scenarios whose figures Express weighs on. */
-export const WITH_FRAMEWORK: readonly Target[] = [...TARGETS, 'ceiling-express'];
+/**
+ * Ours on Fastify and the ceiling mounted in Fastify. They have no columns of their own: their rows put
+ * them in the ours and ceiling columns (`scenarios/rows.ts`).
+ */
+export const FASTIFY: readonly Target[] = ['ours-fastify', 'ceiling-fastify'];
+/** The columns plus Fastify's two, for the delivery scenarios (fan-out, tick). */
+export const WITH_FASTIFY: readonly Target[] = [...TARGETS, ...FASTIFY];
+/**
+ * The columns plus the ceiling mounted in Express and Fastify's two, for the scenarios whose figures the
+ * framework weighs on (idle, open).
+ */
+export const WITH_FRAMEWORK: readonly Target[] = [...TARGETS, 'ceiling-express', ...FASTIFY];
 
 /** One row of the table. */
 export interface RowSpec {

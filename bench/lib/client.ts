@@ -216,6 +216,7 @@ export function request(
   body?: string,
   headers: Record<string, string> = {},
   agent: http.Agent = controlAgent,
+  retried = false,
 ): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
     const allHeaders = body === undefined ? headers : { 'content-length': String(Buffer.byteLength(body)), ...headers };
@@ -226,7 +227,16 @@ export function request(
       res.on('error', reject);
     });
     req.setTimeout(120_000, () => req.destroy(new Error(`${method} ${path}: timed out`)));
-    req.on('error', reject);
+    req.on('error', (error: NodeJS.ErrnoException) => {
+      // A kept-alive socket the server closed (its 5 s keep-alive timeout ran out while the load waited on a
+      // slow server) just as it was reused: the request never reached the server, so it is sent again, once,
+      // on a fresh socket (what Node's docs advise for `reusedSocket`).
+      if (req.reusedSocket && error.code === 'ECONNRESET' && !retried) {
+        request(port, method, path, body, headers, agent, true).then(resolve, reject);
+        return;
+      }
+      reject(error);
+    });
     req.end(body);
   });
 }

@@ -60,6 +60,8 @@ const gc = (globalThis as { gc?: () => void }).gc;
 /** Set by `npm run bench -- --profile`: every GC'd usage snapshot also writes a heap snapshot here. */
 const profileDir = process.env['BENCH_PROFILE_DIR'];
 let snapshots = 0;
+/** The name {@link startServer} was given: the heap snapshots' prefix (two servers may share argv). */
+let serverName = 'server';
 
 function readJson(req: IncomingMessage): Promise<unknown> {
   return new Promise((resolve, reject) => {
@@ -97,7 +99,7 @@ export function serveControl(target: ControlTarget, req: IncomingMessage, res: S
       gc();
       gc();
       if (profileDir !== undefined) {
-        v8.writeHeapSnapshot(path.join(profileDir, `${process.argv[2] ?? 'ceiling'}-${++snapshots}.heapsnapshot`));
+        v8.writeHeapSnapshot(path.join(profileDir, `${serverName}-${++snapshots}.heapsnapshot`));
       }
     }
     const bus = target.bus?.();
@@ -146,6 +148,7 @@ export function serveControl(target: ControlTarget, req: IncomingMessage, res: S
  * (stdin closes) or after a hard lifetime, so a benchmark server never outlives its run.
  */
 export function startServer(server: Server, name: string): void {
+  serverName = name;
   server.listen({ port: 0, host: '127.0.0.1', backlog: 4096 }, () => {
     const address = server.address();
     const port = typeof address === 'object' && address !== null ? address.port : 0;

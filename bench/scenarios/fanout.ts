@@ -8,8 +8,8 @@ import { now } from '../../tools/shared/clock.ts';
 import { median, percentile } from '../../tools/shared/stats.ts';
 import { closeAll, cpuBetween, openMany, publish, sleep, usage, waitFor } from '../lib/client.ts';
 import { collectRound } from '../lib/rounds.ts';
-import { type Scenario, type ScenarioResult, TARGETS } from '../scenario.ts';
-import { atMost, num } from './rows.ts';
+import { type Scenario, type ScenarioResult, WITH_FASTIFY } from '../scenario.ts';
+import { atMost, fastifyRows, num } from './rows.ts';
 
 type Params = { streams: number; events: number; rounds: number };
 
@@ -18,7 +18,7 @@ export const fanout: Scenario<Params> = {
   title: 'fan-out: streams on toolsListChanged, events published back to back',
   full: { streams: 1000, events: 200, rounds: 3 },
   quick: { streams: 300, events: 50, rounds: 3 },
-  targets: TARGETS,
+  targets: WITH_FASTIFY,
   timeoutMs: 240_000,
   rows: (p) => [
     {
@@ -41,6 +41,7 @@ export const fanout: Scenario<Params> = {
       target: '≤ 1.0× ceiling',
       met: atMost(1.0),
     },
+    ...fastifyRows('fan-out: server CPU per delivery', 'µs', 'cpuUsPerDelivery', 2, 1.0),
     { label: 'fan-out: server CPU per frame written', unit: 'µs', key: 'cpuUsPerFrame', digits: 2 },
     { label: 'fan-out: every stream got the last event', unit: '', key: 'complete' },
   ],

@@ -2,7 +2,7 @@
 import { closeAll, openMany, sleep, usage } from '../lib/client.ts';
 import { type Filter, noteUri } from '../lib/wire.ts';
 import { type Scenario, type ScenarioResult, WITH_FRAMEWORK } from '../scenario.ts';
-import { atMost, frameworkRow } from './rows.ts';
+import { atMost, fastifyRows, frameworkRow } from './rows.ts';
 
 type Params = { streams: number; warmup: number };
 
@@ -23,6 +23,7 @@ export const idle: Scenario<Params> = {
       met: atMost(1.0),
     },
     frameworkRow('idle: heap per open stream, against the ceiling in Express', 'KB', 'heapKbPerStream', 2),
+    ...fastifyRows('idle: heap per open stream', 'KB', 'heapKbPerStream', 2, 1.0),
     { label: 'idle: external memory per open stream', unit: 'KB', key: 'externalKbPerStream', digits: 2 },
     { label: 'idle: RSS per open stream', unit: 'KB', key: 'rssKbPerStream', digits: 1 },
   ],

@@ -1,11 +1,14 @@
-/** open cost: listen with U URIs, one at a time; time to the acknowledgement. */
+/**
+ * open cost: listen with U URIs, one at a time; time to the acknowledgement and server CPU per listen.
+ * After a warm-up per server, the servers take turns listen by listen (order reversed every other one).
+ */
 import { now } from '../../tools/shared/clock.ts';
 import { percentile } from '../../tools/shared/stats.ts';
 import { cpuBetween, lastFrame, openListen, sleep, usage } from '../lib/client.ts';
 import type { Usage } from '../lib/control.ts';
 import { type Filter, noteUri } from '../lib/wire.ts';
-import { type Scenario, type ScenarioResult, WITH_FRAMEWORK } from '../scenario.ts';
-import { atMost, frameworkRow } from './rows.ts';
+import { type Scenario, type ScenarioResult, type Target, WITH_FRAMEWORK } from '../scenario.ts';
+import { atMost, fastifyRows, frameworkRow } from './rows.ts';
 
 type Params = { samples: number; warmup: number; uris: number };
 
@@ -27,34 +30,51 @@ export const open: Scenario<Params> = {
       note: 'the SDK runs no read check or subscribe hook',
     },
     frameworkRow('open: time to ack p50, against the ceiling in Express', 'ms', 'ackP50Ms', 2),
+    ...fastifyRows('open: time to ack p50', 'ms', 'ackP50Ms', 2, 1.0),
     { label: 'open: time to ack p99', unit: 'ms', key: 'ackP99Ms', digits: 2 },
     { label: 'open: server CPU per listen (open, ack, close)', unit: 'µs', key: 'cpuUsPerOpen', digits: 0 },
     frameworkRow('open: server CPU per listen, against the ceiling in Express', 'µs', 'cpuUsPerOpen', 0),
+    ...fastifyRows('open: server CPU per listen', 'µs', 'cpuUsPerOpen', 0, 1.0),
     { label: 'open: URIs honoured in the ack', unit: '', key: 'honored', digits: 0 },
   ],
   async run(ports, targets, p) {
-    const result: ScenarioResult = {};
     const filter: Filter = { resourceSubscriptions: Array.from({ length: p.uris }, (_, i) => noteUri(i)) };
+    const times = new Map<Target, number[]>(targets.map((t) => [t, []]));
+    const honored = new Map<Target, number>();
+    const before = new Map<Target, Usage>();
     for (const target of targets) {
-      const port = ports[target];
-      const times: number[] = [];
-      let honored = 0;
-      let before: Usage | undefined;
-      for (let i = 0; i < p.warmup + p.samples; i++) {
-        if (i === p.warmup) before = await usage(port);
-        const t0 = now();
-        const reader = await openListen(port, `o${i}`, filter, { capture: i === 0 });
-        if (i >= p.warmup) times.push(reader.ackAt - t0);
+      for (let i = 0; i < p.warmup; i++) {
+        const reader = await openListen(ports[target], `w${i}`, filter, { capture: i === 0 });
         if (i === 0) {
           const ack = lastFrame(reader.text) as { params?: { notifications?: Filter } } | undefined;
-          honored = ack?.params?.notifications?.resourceSubscriptions?.length ?? 0;
+          honored.set(target, ack?.params?.notifications?.resourceSubscriptions?.length ?? 0);
         }
         reader.close();
       }
+      before.set(target, await usage(ports[target]));
+    }
+    // Measured listen by listen across the servers (order reversed every other sample), so that what
+    // else runs on the machine weighs on every server alike: they are compared within one run.
+    for (let i = 0; i < p.samples; i++) {
+      for (const target of i % 2 === 0 ? targets : [...targets].reverse()) {
+        const t0 = now();
+        const reader = await openListen(ports[target], `o${i}`, filter);
+        times.get(target)!.push(reader.ackAt - t0);
+        reader.close();
+      }
+    }
+    await sleep(300);
+    const result: ScenarioResult = {};
+    for (const target of targets) {
       // Server CPU per listen, from the first measured open to the last one's close (one usage call included).
-      const cpuUsPerOpen = cpuBetween(before as Usage, await usage(port)) / p.samples;
-      result[target] = { ackP50Ms: percentile(times, 50), ackP99Ms: percentile(times, 99), honored, cpuUsPerOpen };
-      await sleep(300);
+      const cpuUsPerOpen = cpuBetween(before.get(target)!, await usage(ports[target])) / p.samples;
+      const list = times.get(target)!;
+      result[target] = {
+        ackP50Ms: percentile(list, 50),
+        ackP99Ms: percentile(list, 99),
+        honored: honored.get(target) ?? 0,
+        cpuUsPerOpen,
+      };
     }
     return result;
   },

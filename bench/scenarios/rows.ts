@@ -10,17 +10,70 @@ export const atMost = (factor: number) => (values: Partial<Record<Target, unknow
     ? num(values.ours) <= factor * num(values.ceiling)
     : undefined;
 
+/** Which server's figure a row shows in the ours column, and which one's in the ceiling column. */
+export interface Columns {
+  readonly ours: Target;
+  readonly ceiling: Target;
+}
+
 /**
- * A row that puts the ceiling-in-Express's figure in the ceiling column, beside ours: ours/ceiling
- * then reads "ours against the same bare work served through Express". No target: it explains.
+ * A row of one figure of two servers other than the columns' own, put in the ours and ceiling columns
+ * (so ours/ceiling, the target and its check read them as the columns); `rest` adds a target or a note.
  */
-export function frameworkRow(label: string, unit: string, key: string, digits: number): RowSpec {
+export function pairRow(
+  label: string,
+  unit: string,
+  key: string,
+  digits: number,
+  columns: Columns,
+  rest: Pick<RowSpec, 'target' | 'met' | 'note'> = {},
+): RowSpec {
   return {
     label,
     unit,
     digits,
     only: ['ours', 'ceiling'],
-    value: (figures, all) => (figures === all.ceiling ? all['ceiling-express']?.[key] : figures[key]),
-    note: "the ceiling column holds the ceiling mounted in Express behind the host's auth (same code, no library): the framework's own share",
+    value: (figures, all) => all[figures === all.ceiling ? columns.ceiling : columns.ours]?.[key],
+    ...rest,
   };
+}
+
+/**
+ * A row that puts the ceiling-in-Express's figure in the ceiling column, beside ours: ours/ceiling
+ * then reads "ours against the same bare work served through Express". No target: it explains.
+ */
+export function frameworkRow(label: string, unit: string, key: string, digits: number): RowSpec {
+  return pairRow(
+    label,
+    unit,
+    key,
+    digits,
+    { ours: 'ours', ceiling: 'ceiling-express' },
+    {
+      note: "the ceiling column holds the ceiling mounted in Express behind the host's auth (same code, no library): the framework's own share",
+    },
+  );
+}
+
+/**
+ * Fastify's two rows of one figure, their labels saying which servers the ours and ceiling columns
+ * hold: ours on Fastify against the bare ceiling (with the target, when `factor` is given: at most
+ * `factor` × the ceiling), then against the same ceiling mounted in Fastify behind the same auth hook
+ * (no target: it tells Fastify's share of the figure from the library's).
+ */
+export function fastifyRows(label: string, unit: string, key: string, digits: number, factor?: number): RowSpec[] {
+  return [
+    pairRow(
+      `${label}, ours on Fastify`,
+      unit,
+      key,
+      digits,
+      { ours: 'ours-fastify', ceiling: 'ceiling' },
+      factor !== undefined ? { target: `≤ ${factor.toFixed(1)}× ceiling`, met: atMost(factor) } : {},
+    ),
+    pairRow(`${label}, ours on Fastify against the ceiling in Fastify`, unit, key, digits, {
+      ours: 'ours-fastify',
+      ceiling: 'ceiling-fastify',
+    }),
+  ];
 }

@@ -14,8 +14,8 @@ import { median, percentile } from '../../tools/shared/stats.ts';
 import { closeAll, cpuBetween, noteWriter, openMany, prefill, sleep, type StreamReader, usage } from '../lib/client.ts';
 import { type Burst, writeBurst } from '../lib/rounds.ts';
 import { PRINCIPAL } from '../lib/wire.ts';
-import { type Scenario, type ScenarioResult, type Target, TARGETS } from '../scenario.ts';
-import { atMost, num } from './rows.ts';
+import { type Scenario, type ScenarioResult, type Target, WITH_FASTIFY } from '../scenario.ts';
+import { atMost, fastifyRows, num } from './rows.ts';
 
 type Params = { streams: number; writes: number; warmup: number; rounds: number; routeWarmup: number };
 
@@ -25,8 +25,8 @@ export const tick: Scenario<Params> = {
     "one event per tick: streams on one note's URI, each event from its own write request (PUT /api/notes/alice/tick), one in flight at a time",
   full: { streams: 1000, writes: 200, warmup: 20, rounds: 3, routeWarmup: 500 },
   quick: { streams: 200, writes: 50, warmup: 10, rounds: 1, routeWarmup: 200 },
-  targets: TARGETS,
-  timeoutMs: 300_000,
+  targets: WITH_FASTIFY,
+  timeoutMs: 600_000,
   rows: (p) => [
     {
       label: `tick ${p.streams}×${p.writes}: write route alone (no stream open), server CPU per write request`,
@@ -73,6 +73,8 @@ export const tick: Scenario<Params> = {
       target: '≤ 1.0× ceiling',
       met: atMost(1.0),
     },
+    ...fastifyRows('tick: server CPU per delivery, net of the write route', 'µs', 'netCpuUsPerDelivery', 2, 1.0),
+    ...fastifyRows('tick: write route alone, server CPU per write request', 'µs', 'routeCpuUs', 0),
     { label: 'tick: every stream got the last write', unit: '', key: 'complete' },
   ],
   async run(ports, targets, p) {

@@ -20,11 +20,12 @@
  * What it does not do, and why that is still the fair bar: it ignores backpressure (no queue, no
  * coalescing, no stall timer) and so writes every frame of every event, where the library may merge
  * identical events for a socket that pushes back. It never does less writing than the library, only
- * less bookkeeping. Usage: `node --expose-gc ... ceiling.ts`.
+ * less bookkeeping. Usage: `node --expose-gc ... ceiling.ts [express|fastify]`.
  */
-import { createServer, type IncomingMessage, type RequestListener, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { AuthInfo } from '@modelcontextprotocol/server';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { authenticate, principalOf, toAuthInfo } from '../../sample-app/shared/auth.ts';
 import { acceptsSubscription, canRead, noteUri } from '../../sample-app/shared/notes-service.ts';
 import { serveControl, startServer, type ControlTarget } from '../lib/control.ts';
@@ -106,10 +107,21 @@ setInterval(() => {
   for (const stream of all) if (stream.pending === '') writeChunk(stream, KEEPALIVE_FRAME);
 }, KEEPALIVE_MS).unref();
 
+/**
+ * Reads the body, then lets go of it: the request lives as long as its response (a whole stream), and
+ * a `'data'` listener left on it would keep every chunk of the body as long (0.5 KB of heap and as much
+ * external memory per idle stream, seen in heap snapshots), which no server needs to keep.
+ */
 function readBody(req: IncomingMessage, done: (text: string) => void): void {
   const chunks: Buffer[] = [];
-  req.on('data', (chunk: Buffer) => chunks.push(chunk));
-  req.on('end', () => done(chunks.length === 1 ? (chunks[0] as Buffer).toString() : Buffer.concat(chunks).toString()));
+  const onData = (chunk: Buffer): void => {
+    chunks.push(chunk);
+  };
+  req.on('data', onData);
+  req.once('end', () => {
+    req.removeListener('data', onData);
+    done(chunks.length === 1 ? (chunks[0] as Buffer).toString() : Buffer.concat(chunks).toString());
+  });
 }
 
 function reply(res: ServerResponse, status: number, body: unknown): void {
@@ -118,15 +130,33 @@ function reply(res: ServerResponse, status: number, body: unknown): void {
   res.end(text);
 }
 
-function listen(req: IncomingMessage, res: ServerResponse, principal: string): void {
+type ListenBody = { id?: unknown; params?: { notifications?: Filter } };
+
+/**
+ * Hands `done` the request's JSON body: `parsed` where a framework has read it already (Fastify's JSON
+ * parser, which the ceiling mounted in Fastify pays as ours on Fastify does), else the body read and
+ * parsed here (a JSON-RPC parse error when it is not JSON).
+ */
+function jsonBody(req: IncomingMessage, res: ServerResponse, parsed: unknown, done: (body: unknown) => void): void {
+  if (parsed !== undefined) {
+    done(parsed);
+    return;
+  }
   readBody(req, (text) => {
-    let body: { id?: unknown; params?: { notifications?: Filter } };
+    let body: unknown;
     try {
-      body = JSON.parse(text) as typeof body;
+      body = JSON.parse(text) as unknown;
     } catch {
       reply(res, 400, { jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error' } });
       return;
     }
+    done(body);
+  });
+}
+
+function listen(req: IncomingMessage, res: ServerResponse, principal: string, parsed: unknown): void {
+  jsonBody(req, res, parsed, (json) => {
+    const body = json as ListenBody;
     const id = body.id;
     const requested = body.params?.notifications;
     const uris = requested?.resourceSubscriptions ?? [];
@@ -178,16 +208,18 @@ function publish(kind: 'tools' | 'resource', uri: string | undefined): void {
 
 const control: ControlTarget = { publish, openStreams: () => all.length, prefill: () => {} };
 
-/** The ceiling's own routes, after the caller was authenticated. */
-function route(req: IncomingMessage, res: ServerResponse, principal: string): void {
+/**
+ * The ceiling's own routes, after the caller was authenticated; `parsed` is the JSON body where a
+ * framework has read it already, `undefined` where the route reads it.
+ */
+function route(req: IncomingMessage, res: ServerResponse, principal: string, parsed?: unknown): void {
   if (req.method === 'POST' && req.url === '/mcp' && req.headers['mcp-method'] === 'subscriptions/listen') {
-    listen(req, res, principal);
+    listen(req, res, principal, parsed);
     return;
   }
   const write = /^\/api\/notes\/([^/]+)\/([^/]+)$/.exec(req.url ?? '');
   if (req.method === 'PUT' && write !== null) {
-    readBody(req, (text) => {
-      JSON.parse(text);
+    jsonBody(req, res, parsed, () => {
       const uri = noteUri(write[1] as string, write[2] as string);
       publish('resource', uri);
       reply(res, 200, { uri });
@@ -227,16 +259,43 @@ async function expressApp(): Promise<RequestListener> {
   return app;
 }
 
+/**
+ * `ceiling.ts fastify`: the very same ceiling as the route handlers of a Fastify 5 app behind the
+ * host's bearer-auth hook (`bench/lib/fastify.ts`, as ours on Fastify has it), each handler hijacking
+ * the reply and serving Node's response itself, as the Fastify plugin does; Fastify's JSON parser reads
+ * the body. For idle, open, fan-out and tick: it does not compete, it shows in the same run what serving
+ * a stream through Fastify costs by itself.
+ */
+async function fastifyServer(): Promise<Server> {
+  // Loaded only here: the bare ceiling does not even load Fastify.
+  const { fastifyServer: serve, principalOfRequest } = await import('../lib/fastify.ts');
+  return serve(control, (app) => {
+    const handler = (request: FastifyRequest, reply: FastifyReply): void => {
+      reply.hijack();
+      const body = request.body;
+      // As the plugin does: Fastify keeps the request while the stream lives when its logger is on
+      // (BENCH_FASTIFY_LOGGER), and the best a server can do is not keep the filter with it.
+      request.body = undefined;
+      route(request.raw, reply.raw, principalOfRequest(request), body);
+    };
+    app.post('/mcp', handler);
+    app.put('/api/notes/:owner/:name', handler);
+  });
+}
+
+const mode = process.argv[2];
 const server =
-  process.argv[2] === 'express'
+  mode === 'express'
     ? createServer(await expressApp())
-    : createServer((req, res) => {
-        if (serveControl(control, req, res)) return;
-        const caller = authenticate(req.headers.authorization, { conformance: false });
-        if (caller === undefined) {
-          reply(res, 401, { error: 'unauthorized' });
-          return;
-        }
-        route(req, res, caller.principal);
-      });
-startServer(server, process.argv[2] === 'express' ? 'ceiling-express' : 'ceiling');
+    : mode === 'fastify'
+      ? await fastifyServer()
+      : createServer((req, res) => {
+          if (serveControl(control, req, res)) return;
+          const caller = authenticate(req.headers.authorization, { conformance: false });
+          if (caller === undefined) {
+            reply(res, 401, { error: 'unauthorized' });
+            return;
+          }
+          route(req, res, caller.principal);
+        });
+startServer(server, mode === 'express' || mode === 'fastify' ? `ceiling-${mode}` : 'ceiling');

@@ -1,26 +1,30 @@
 /**
- * The benchmark's host app, in two builds that differ only in who serves `subscriptions/listen`:
+ * The benchmark's host app, in three builds that differ only in who serves `subscriptions/listen` and
+ * on which framework:
  *
  * - `ours`: Express, the host's bearer auth, `mcpSubscriptions()` in front of the SDK's
  *   `toNodeHandler(createMcpHandler(...))`, the hub as the SDK's bus (the sample app's composition);
  * - `sdk`: the same app without the middleware: the SDK serves listen itself, and the host publishes
- *   through `handler.notify`.
+ *   through `handler.notify`;
+ * - `fastify`: the same app on Fastify 5 (`bench/lib/fastify.ts`: the bearer auth as an `onRequest`
+ *   hook), the Fastify plugin registered before the app's own `POST /mcp` route (which hands the rest
+ *   of MCP to the SDK's handler), the hub as the SDK's bus. Express is never loaded in it, nor Fastify in
+ *   the other two (loading a framework alone makes `node:http` dearer: docs/performance.md, finding 3).
  *
- * Both serve the sample app's notes service (its write route `PUT /api/notes/:owner/:name` publishes
+ * All serve the sample app's notes service (its write route `PUT /api/notes/:owner/:name` publishes
  * `resources/updated`), its MCP server, its read check and subscribe hook, plus the `/control/*`
- * routes of `bench/lib/control.ts`. Usage: `node --expose-gc ... bench/servers/host.ts ours|sdk`.
+ * routes of `bench/lib/control.ts`. Usage: `node --expose-gc ... bench/servers/host.ts ours|sdk|fastify`.
  *
  * With `BENCH_REDIS_URL` set (the cross-node scenario), `ours` joins its hub to the other nodes through
  * a `RedisBus` that owns its connections (ioredis), on the channel prefix `BENCH_REDIS_PREFIX` (unique
  * per run, so runs sharing one Redis never hear each other) as node `BENCH_NODE_ID`; it prints its port
  * only once the bus is connected and subscribed, so the load generator never publishes into a gap.
  */
-import { createServer } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import { createMcpHandler, type AuthInfo } from '@modelcontextprotocol/server';
-import express, { type RequestHandler } from 'express';
-import { SubscriptionHub } from 'mcp-subscriptions';
-import { mcpSubscriptions } from 'mcp-subscriptions/express';
+import type { ErrorRequestHandler, Request, RequestHandler } from 'express';
+import { SubscriptionHub, type ListenHandlerOptions } from 'mcp-subscriptions';
 import { RedisBus } from 'mcp-subscriptions/redis';
 import { authenticate, principalOf, toAuthInfo } from '../../sample-app/shared/auth.ts';
 import { isServiceError } from '../../sample-app/shared/errors.ts';
@@ -32,8 +36,8 @@ import { serveControl, startServer, type ControlTarget } from '../lib/control.ts
 import { PRINCIPAL } from '../lib/wire.ts';
 
 const mode = process.argv[2];
-if (mode !== 'ours' && mode !== 'sdk') {
-  console.error('usage: host.ts ours|sdk');
+if (mode !== 'ours' && mode !== 'sdk' && mode !== 'fastify') {
+  console.error('usage: host.ts ours|sdk|fastify');
   process.exit(2);
 }
 
@@ -41,18 +45,6 @@ if (mode !== 'ours' && mode !== 'sdk') {
 const MAX_SUBSCRIPTIONS = 100_000;
 const KEEPALIVE_MS = 15_000;
 const SERVER_INFO = { name: 'mcp-subscriptions-bench-host', version: '0.1.0' };
-
-type AuthedRequest = express.Request & { auth?: AuthInfo };
-
-const bearerAuth: RequestHandler = (req, res, next) => {
-  const caller = authenticate(req.headers.authorization, { conformance: false });
-  if (caller === undefined) {
-    res.status(401).set('WWW-Authenticate', 'Bearer').json({ error: 'unauthorized' });
-    return;
-  }
-  (req as AuthedRequest).auth = toAuthInfo(caller);
-  next();
-};
 
 /** How long a node waits for its bus to connect before it gives up (the orchestrator checked Redis answers). */
 const BUS_CONNECT_MS = 10_000;
@@ -79,7 +71,7 @@ const bus =
       });
 // Every bench client is one principal: the per-principal share is turned off, as capacity is not under test.
 const hub =
-  mode === 'ours'
+  mode !== 'sdk'
     ? new SubscriptionHub({
         maxSubscriptions: MAX_SUBSCRIPTIONS,
         maxSubscriptionsPerPrincipal: false,
@@ -125,40 +117,6 @@ if (hub !== undefined) {
   } as typeof events;
 }
 
-const app = express();
-app.disable('x-powered-by');
-const chain: RequestHandler[] = [bearerAuth];
-if (hub !== undefined) {
-  const tasks = new TasksService(hub);
-  chain.push(
-    mcpSubscriptions({
-      hub,
-      capabilities: offer,
-      canRead: readCheck,
-      handleSubscribeResource: acceptsSubscription,
-      canAccessTask: (taskId, { principal }) => tasks.isOwner(taskId, principal),
-      keepAliveMs: KEEPALIVE_MS,
-      serverInfo: SERVER_INFO,
-    }),
-  );
-}
-app.all('/mcp', ...chain, (req, res, next) => {
-  nodeHandler(req, res, req.body).catch(next);
-});
-
-app.use(bearerAuth);
-const api = express.Router();
-api.use(express.json());
-api.put('/notes/:owner/:name', (req, res) => {
-  const principal = principalOf((req as AuthedRequest).auth) ?? '';
-  const { created, note } = notes.put(principal, req.params['owner'], req.params['name'], req.body);
-  res.status(created ? 201 : 200).json(note);
-});
-app.use('/api', api);
-app.use(((error, _req, res, _next) => {
-  res.status(isServiceError(error) ? error.status : 500).json({ error: String(error) });
-}) as express.ErrorRequestHandler);
-
 const sdkBus = mcpHandler.bus as unknown as { listenerCount?: number };
 const control: ControlTarget = {
   publish(kind, uri) {
@@ -172,16 +130,95 @@ const control: ControlTarget = {
   ...(bus !== undefined ? { bus: () => bus.stats() } : {}),
 };
 
-const server = createServer((req, res) => {
-  if (!serveControl(control, req, res)) app(req, res);
-});
+/** The listen options of both builds that serve listen (the Express middleware's, the Fastify plugin's). */
+function listenOptions(of: SubscriptionHub): ListenHandlerOptions {
+  const tasks = new TasksService(of);
+  return {
+    hub: of,
+    capabilities: offer,
+    canRead: readCheck,
+    handleSubscribeResource: acceptsSubscription,
+    canAccessTask: (taskId, { principal }) => tasks.isOwner(taskId, principal),
+    keepAliveMs: KEEPALIVE_MS,
+    serverInfo: SERVER_INFO,
+  };
+}
+
+/** `ours` and `sdk`: the Express app, with the middleware in front of the SDK's handler in `ours`. */
+async function expressServer(): Promise<Server> {
+  const { default: express } = await import('express');
+  const { mcpSubscriptions } = await import('mcp-subscriptions/express');
+  type AuthedRequest = Request & { auth?: AuthInfo };
+  const bearerAuth: RequestHandler = (req, res, next) => {
+    const caller = authenticate(req.headers.authorization, { conformance: false });
+    if (caller === undefined) {
+      res.status(401).set('WWW-Authenticate', 'Bearer').json({ error: 'unauthorized' });
+      return;
+    }
+    (req as AuthedRequest).auth = toAuthInfo(caller);
+    next();
+  };
+  const app = express();
+  app.disable('x-powered-by');
+  const chain: RequestHandler[] = [bearerAuth];
+  if (hub !== undefined) chain.push(mcpSubscriptions(listenOptions(hub)));
+  app.all('/mcp', ...chain, (req, res, next) => {
+    nodeHandler(req, res, req.body).catch(next);
+  });
+
+  app.use(bearerAuth);
+  const api = express.Router();
+  api.use(express.json());
+  api.put('/notes/:owner/:name', (req, res) => {
+    const principal = principalOf((req as AuthedRequest).auth) ?? '';
+    const { created, note } = notes.put(principal, req.params['owner'], req.params['name'], req.body);
+    res.status(created ? 201 : 200).json(note);
+  });
+  app.use('/api', api);
+  app.use(((error, _req, res, _next) => {
+    res.status(isServiceError(error) ? error.status : 500).json({ error: String(error) });
+  }) as ErrorRequestHandler);
+  return createServer((req, res) => {
+    if (!serveControl(control, req, res)) app(req, res);
+  });
+}
+
+/**
+ * `fastify`: the same app on Fastify, the plugin registered before the app's own MCP route, which
+ * it serves listen in front of; the route hands everything else to the SDK's handler.
+ */
+async function fastifyServer(of: SubscriptionHub): Promise<Server> {
+  const { fastifyServer: serve, principalOfRequest } = await import('../lib/fastify.ts');
+  const { mcpSubscriptions } = await import('mcp-subscriptions/fastify');
+  return serve(control, async (app) => {
+    await app.register(mcpSubscriptions, listenOptions(of));
+    app.post('/mcp', (request, reply) => {
+      reply.hijack();
+      // The SDK's handler takes the caller from `req.auth`, as the Express host's middleware leaves it.
+      const raw = request.raw as typeof request.raw & { auth?: AuthInfo };
+      if (request.auth !== null) raw.auth = request.auth;
+      return nodeHandler(raw, reply.raw, request.body);
+    });
+    app.put<{ Params: { owner: string; name: string } }>('/api/notes/:owner/:name', (request, reply) => {
+      const { owner, name } = request.params;
+      const { created, note } = notes.put(principalOfRequest(request), owner, name, request.body);
+      return reply.code(created ? 201 : 200).send(note);
+    });
+    app.setErrorHandler((error, _request, reply) =>
+      reply.code(isServiceError(error) ? error.status : 500).send({ error: String(error) }),
+    );
+  });
+}
+
+const server = mode === 'fastify' ? await fastifyServer(hub!) : await expressServer();
+const name = mode === 'fastify' ? 'ours-fastify' : mode;
 if (bus === undefined) {
-  startServer(server, mode);
+  startServer(server, name);
 } else {
   const deadline = Date.now() + BUS_CONNECT_MS;
   const waitForBus = (): void => {
     if (bus.stats().connected) {
-      startServer(server, `${mode}-${process.env['BENCH_NODE_ID'] ?? ''}`);
+      startServer(server, `${name}-${process.env['BENCH_NODE_ID'] ?? ''}`);
     } else if (Date.now() > deadline) {
       console.error(`host.ts: the RedisBus did not connect to ${redisUrl} within ${BUS_CONNECT_MS} ms`);
       process.exit(1);
