@@ -9,20 +9,19 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AuthInfo } from '@modelcontextprotocol/server';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { authenticate, principalOf, toAuthInfo } from '../../sample-app/shared/auth.ts';
 import { serveControl, type ControlTarget } from './control.ts';
 
-declare module 'fastify' {
-  interface FastifyRequest {
-    /** Set by the bench's bearer-auth hook; `null` before it ran. */
-    auth: AuthInfo | null;
-  }
-}
+/**
+ * A request after the bench's bearer-auth hook: `auth` is `undefined` before it ran. Typed here, not by
+ * augmenting Fastify's own types, which the sample app augments in the same program.
+ */
+export type AuthedRequest = FastifyRequest & { auth?: AuthInfo };
 
 /** The principal the bearer-auth hook resolved (`''` when none did: the hook answered 401 then). */
-export function principalOfRequest(request: { readonly auth: AuthInfo | null }): string {
-  return principalOf(request.auth ?? undefined) ?? '';
+export function principalOfRequest(request: FastifyRequest): string {
+  return principalOf((request as AuthedRequest).auth) ?? '';
 }
 
 /** `BENCH_FASTIFY_LOGGER`: a log level turns Fastify's logger on (off by default, as Express logs nothing). */
@@ -46,14 +45,14 @@ export async function fastifyServer(
       }),
   });
   // Declared up front, as Fastify asks, so that every request keeps the one shape.
-  app.decorateRequest('auth', null);
+  app.decorateRequest('auth', undefined);
   app.addHook('onRequest', (request, reply, done) => {
     const caller = authenticate(request.headers.authorization, { conformance: false });
     if (caller === undefined) {
       void reply.code(401).header('WWW-Authenticate', 'Bearer').send({ error: 'unauthorized' });
       return;
     }
-    request.auth = toAuthInfo(caller);
+    (request as AuthedRequest).auth = toAuthInfo(caller);
     done();
   });
   await register(app);

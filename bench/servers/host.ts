@@ -189,6 +189,7 @@ async function expressServer(): Promise<Server> {
  */
 async function fastifyServer(of: SubscriptionHub): Promise<Server> {
   const { fastifyServer: serve, principalOfRequest } = await import('../lib/fastify.ts');
+  type AuthedFastifyRequest = import('../lib/fastify.ts').AuthedRequest;
   const { mcpSubscriptions } = await import('mcp-subscriptions/fastify');
   return serve(control, async (app) => {
     await app.register(mcpSubscriptions, listenOptions(of));
@@ -196,7 +197,8 @@ async function fastifyServer(of: SubscriptionHub): Promise<Server> {
       reply.hijack();
       // The SDK's handler takes the caller from `req.auth`, as the Express host's middleware leaves it.
       const raw = request.raw as typeof request.raw & { auth?: AuthInfo };
-      if (request.auth !== null) raw.auth = request.auth;
+      const { auth } = request as AuthedFastifyRequest;
+      if (auth !== undefined) raw.auth = auth;
       return nodeHandler(raw, reply.raw, request.body);
     });
     app.put<{ Params: { owner: string; name: string } }>('/api/notes/:owner/:name', (request, reply) => {
