@@ -26,6 +26,8 @@ import { createMcpHandler, type AuthInfo } from '@modelcontextprotocol/server';
 import type { ErrorRequestHandler, Request, RequestHandler } from 'express';
 import { SubscriptionHub, type ListenHandlerOptions } from 'mcp-subscriptions';
 import { RedisBus } from 'mcp-subscriptions/redis';
+// A type only: the Fastify host loads Fastify itself, when it is the one started.
+import type { AuthedRequest as AuthedFastifyRequest } from '../lib/fastify.ts';
 import { authenticate, principalOf, toAuthInfo } from '../../sample-app/shared/auth.ts';
 import { isServiceError } from '../../sample-app/shared/errors.ts';
 import { createNotesMcpServer, type ReadCheck } from '../../sample-app/shared/mcp-server.ts';
@@ -189,7 +191,6 @@ async function expressServer(): Promise<Server> {
  */
 async function fastifyServer(of: SubscriptionHub): Promise<Server> {
   const { fastifyServer: serve, principalOfRequest } = await import('../lib/fastify.ts');
-  type AuthedFastifyRequest = import('../lib/fastify.ts').AuthedRequest;
   const { mcpSubscriptions } = await import('mcp-subscriptions/fastify');
   return serve(control, async (app) => {
     await app.register(mcpSubscriptions, listenOptions(of));
