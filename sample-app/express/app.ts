@@ -6,17 +6,17 @@
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import type { AuthInfo } from '@modelcontextprotocol/server';
 import express, { type ErrorRequestHandler, type Express, type Request, type RequestHandler } from 'express';
-import { SubscriptionHub } from 'mcp-subscriptions';
+import { type SubscriptionHub } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
-import { createSampleBus, sampleHubOptions, sampleStats } from '../shared/bus.ts';
+import { sampleStats } from '../shared/bus.ts';
 import { authenticate, principalOf, toAuthInfo } from '../shared/auth.ts';
-import { CatalogService, isCatalogName } from '../shared/catalog-service.ts';
+import { isCatalogName } from '../shared/catalog-service.ts';
 import { DEFAULT_CONFIG, type SampleConfig } from '../shared/config.ts';
 import { isServiceError } from '../shared/errors.ts';
-import { createNotesMcpHandler, type ReadCheck } from '../shared/mcp-server.ts';
-import { acceptsSubscription, canRead, NotesService } from '../shared/notes-service.ts';
+import { acceptsSubscription, type NotesService } from '../shared/notes-service.ts';
 import { offer } from '../shared/offer.ts';
-import { TasksService } from '../shared/tasks-service.ts';
+import type { TasksService } from '../shared/tasks-service.ts';
+import { createSampleServices } from '../shared/services.ts';
 
 /** The server's identity: in `server/discover` results and in the terminal result of listen streams. */
 export const SERVER_INFO = Object.freeze({ name: 'mcp-subscriptions-express-sample', version: '0.1.0' });
@@ -123,24 +123,7 @@ const errorHandler: ErrorRequestHandler = (error: unknown, _req, res, next) => {
  */
 export function createApp(config: Partial<SampleConfig> = {}): ExpressSample {
   const settings: SampleConfig = { ...DEFAULT_CONFIG, ...config };
-  const sampleBus = createSampleBus(settings);
-  const hub = new SubscriptionHub(sampleHubOptions(settings, sampleBus.bus));
-  const notes = new NotesService(hub);
-  const tasks = new TasksService(hub);
-  const catalog = new CatalogService(hub);
-
-  // THE read check: the listen middleware and the SDK's resources/read both call this very function.
-  const readCheck: ReadCheck = (uri, { principal: caller }) => canRead(caller, uri);
-
-  // The hub is the SDK's event bus too, so `mcpHandler.notify.*` reaches the listen streams.
-  const mcpHandler = createNotesMcpHandler({
-    notes,
-    canRead: readCheck,
-    hub,
-    conformance: settings.conformance,
-    serverInfo: SERVER_INFO,
-    keepAliveMs: settings.keepAliveMs,
-  });
+  const { sampleBus, hub, notes, tasks, catalog, readCheck, mcpHandler } = createSampleServices(settings, SERVER_INFO);
   const nodeHandler = toNodeHandler(mcpHandler);
 
   const listen = mcpSubscriptions({

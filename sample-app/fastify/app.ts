@@ -13,17 +13,17 @@ import Fastify, {
   type FastifyRequest,
   type onRequestHookHandler,
 } from 'fastify';
-import { SubscriptionHub } from 'mcp-subscriptions';
+import { type SubscriptionHub } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/fastify';
 import { authenticate, principalOf, toAuthInfo } from '../shared/auth.ts';
-import { createSampleBus, sampleHubOptions, sampleStats } from '../shared/bus.ts';
-import { CatalogService, isCatalogName } from '../shared/catalog-service.ts';
+import { sampleStats } from '../shared/bus.ts';
+import { isCatalogName } from '../shared/catalog-service.ts';
 import { DEFAULT_CONFIG, type SampleConfig } from '../shared/config.ts';
 import { isServiceError } from '../shared/errors.ts';
-import { createNotesMcpHandler, type ReadCheck } from '../shared/mcp-server.ts';
-import { acceptsSubscription, canRead, NotesService } from '../shared/notes-service.ts';
+import { acceptsSubscription, type NotesService } from '../shared/notes-service.ts';
 import { offer } from '../shared/offer.ts';
-import { TasksService } from '../shared/tasks-service.ts';
+import type { TasksService } from '../shared/tasks-service.ts';
+import { createSampleServices } from '../shared/services.ts';
 
 /** The server's identity: in `server/discover` results and in the terminal result of listen streams. */
 export const SERVER_INFO = Object.freeze({ name: 'mcp-subscriptions-fastify-sample', version: '0.1.0' });
@@ -190,24 +190,7 @@ const JSON_CONTENT_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
  */
 export function createApp(config: Partial<SampleConfig> = {}): FastifySample {
   const settings: SampleConfig = { ...DEFAULT_CONFIG, ...config };
-  const sampleBus = createSampleBus(settings);
-  const hub = new SubscriptionHub(sampleHubOptions(settings, sampleBus.bus));
-  const notes = new NotesService(hub);
-  const tasks = new TasksService(hub);
-  const catalog = new CatalogService(hub);
-
-  // THE read check: the listen plugin and the SDK's resources/read both call this very function.
-  const readCheck: ReadCheck = (uri, { principal: caller }) => canRead(caller, uri);
-
-  // The hub is the SDK's event bus too, so `mcpHandler.notify.*` reaches the listen streams.
-  const mcpHandler = createNotesMcpHandler({
-    notes,
-    canRead: readCheck,
-    hub,
-    conformance: settings.conformance,
-    serverInfo: SERVER_INFO,
-    keepAliveMs: settings.keepAliveMs,
-  });
+  const { sampleBus, hub, notes, tasks, catalog, readCheck, mcpHandler } = createSampleServices(settings, SERVER_INFO);
   const nodeHandler = toNodeHandler(mcpHandler);
 
   // Fastify's own log lines (request failures, the plugin's warnings) go to stderr: stdout carries the
