@@ -467,25 +467,20 @@ export async function serveNodeRequest<Req extends NodeRequest>(
     }
   }
 
+  // The adapter's options are the dispatch options as they are: nothing is allocated per request for them.
   const serving = dispatchRequest(
     { request: req, headers: req.headers, body, ...(rawBody !== undefined ? { rawBody } : {}) },
-    {
-      handler: options.handler,
-      principalOf: options.principalOf,
-      onListen: (request, listenBody) => {
-        options.onListen?.(request, listenBody);
-        // Listen is ours to the end: the response (and so the open stream) references this request, so
-        // a large filter must not stay pinned on it for the stream's lifetime. (Only a body a parser left
-        // there: adding the property would cost the request a new hidden class.)
-        if (parsedBefore) request.body = undefined;
-      },
-    },
+    options,
     () => res,
   );
   if (serving === undefined) {
     if (!parsedBefore && body !== undefined) leaveParsedBody(req, body);
     return 'next';
   }
+  // Ours to the end: the response (and so an open stream) references this request, so a large filter
+  // must not stay pinned on it for the stream's lifetime; the engine has its body already. (Only a body
+  // a parser left there: adding the property would cost the request a new hidden class.)
+  if (parsedBefore) req.body = undefined;
   await serving;
   return 'served';
 }

@@ -28,7 +28,6 @@ import {
   type ListenHandler,
   type NodeServeOptions,
   type ResourceCheck,
-  type WrappedReply,
 } from '../../lib/internal.ts';
 import { FastifyListenRoute, type FastifyInstanceLike, type FastifyPlacement } from './fastify-route.ts';
 import {
@@ -44,7 +43,15 @@ import {
   type ResolvedModuleOptions,
   type ResolvedRouteOptions,
 } from './mcp-subscriptions.options.ts';
-import { detachedReply, detachedResponse, envelopeOf, readRequest, type ListenEnvelope } from './read-probe.ts';
+import {
+  detachedReply,
+  detachedResponse,
+  envelopeOf,
+  readRequest,
+  type FastifyReplyLike,
+  type FastifyRequestLike,
+  type ListenEnvelope,
+} from './read-probe.ts';
 import { runRouteGuards } from './read-guards.ts';
 import { placeListenRoute } from './route-order.ts';
 
@@ -62,12 +69,6 @@ function isHttpException(error: unknown): boolean {
 }
 
 const noop: Next = () => {};
-
-/** The parts of Fastify's reply the module uses on Nest's Fastify platform. */
-type FastifyReplyLike = WrappedReply & { readonly raw: ServerResponse };
-
-/** The parts of Fastify's request the module uses (besides what guards set on it). */
-type FastifyRequestLike = McpRequest & { readonly raw: McpRequest };
 
 /** The HTTP platforms the listen route can be put in front of the host's MCP route on. */
 type Platform = 'express' | 'fastify';

@@ -4,7 +4,7 @@
  * know the caller (headers, `user`, `auth`, the socket) is the caller's; only the MCP message changes.
  */
 import { ServerResponse } from 'node:http';
-import type { RequestId } from '../../lib/internal.ts';
+import type { RequestId, WrappedReply } from '../../lib/internal.ts';
 import { RESOURCES_READ_METHOD } from './mcp-subscriptions.constants.ts';
 import type { McpRequest } from './mcp-subscriptions.interfaces.ts';
 
@@ -58,19 +58,15 @@ export function detachedResponse(probe: McpRequest, res: ServerResponse | undefi
   return detached;
 }
 
-/** The parts of Fastify's reply a detached copy replaces. */
-interface FastifyReplyLike {
-  readonly raw: ServerResponse;
-}
+/** Fastify's request and reply as the module uses them on Nest's Fastify platform. */
+export type FastifyRequestLike = McpRequest & { readonly raw: McpRequest };
+export type FastifyReplyLike = WrappedReply & { readonly raw: ServerResponse };
 
 /**
  * The same on Nest's Fastify platform: a reply whose prototype is the real one (a guard may call its
  * methods), whose `raw` is a detached response and whose `request` is the probe.
  */
-export function detachedReply<Reply extends FastifyReplyLike>(
-  probe: McpRequest & { readonly raw: McpRequest },
-  reply: Reply,
-): Reply {
+export function detachedReply<Reply extends FastifyReplyLike>(probe: FastifyRequestLike, reply: Reply): Reply {
   const detached = Object.create(reply) as Reply;
   Object.defineProperty(detached, 'raw', { value: detachedResponse(probe.raw, reply.raw), enumerable: true });
   Object.defineProperty(detached, 'request', { value: probe, enumerable: true });
