@@ -204,6 +204,11 @@ export function authorizeEach<Req>(
 
   const collect = (): string[] => {
     ended = true;
+    let count = 0;
+    for (let i = 0; i < items.length; i++) count += admitted[i] as number;
+    // Every item passed (the usual case): one copy, no walk. Always a new list: the caller keeps it
+    // for as long as the stream lives, and `items` may be the request's own.
+    if (count === items.length) return items.slice();
     const kept: string[] = [];
     for (let i = 0; i < items.length; i++) if (admitted[i] === 1) kept.push(items[i] as string);
     return kept;

@@ -250,8 +250,9 @@ function stringList(
     }
     seen.add(entry);
   }
-  // No duplicates (the usual case): a copy of the list, not a walk of the set.
-  return seen.size === 0 ? undefined : seen.size === value.length ? (value.slice() as string[]) : [...seen];
+  // No duplicates (the usual case): the list itself, not a walk of the set. It is read while the
+  // request is authorized and never kept: what a stream keeps is the new list of what passed.
+  return seen.size === 0 ? undefined : seen.size === value.length ? (value as string[]) : [...seen];
 }
 
 /** The listen request id a `notifications/cancelled` names, or `undefined` when the body is not one. */

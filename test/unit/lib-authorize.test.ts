@@ -108,6 +108,18 @@ describe('authorizeEach: answers', () => {
     expect(run.semaphore.active).toBe(0);
   });
 
+  test('what passed is always a list of its own, never the request\'s (a stream keeps it while it lives)', async () => {
+    const { run } = runOf();
+    const items = ['a', 'b', 'c'];
+    const sync = authorizeEach(items, [() => true], BASE, run);
+    expect(sync).toStrictEqual(items);
+    expect(sync).not.toBe(items);
+    const async = await authorizeEach(items, [() => Promise.resolve(true)], BASE, run);
+    expect(async).toStrictEqual(items);
+    expect(async).not.toBe(items);
+    expect(authorizeEach(items, [], BASE, run)).not.toBe(items);
+  });
+
   test('no items, or no checks: an array at once (nothing to refuse with no checks)', () => {
     const { run } = runOf();
     expect(authorizeEach([], [() => false], BASE, run)).toStrictEqual([]);
