@@ -14,13 +14,13 @@ export class MemoryBus implements SubscriptionBus {
   join(listener: BusListener): BusMember {
     // Each membership is its own object, so one hub joining twice is still two members.
     const member: BusListener = {
-      event: (event) => listener.event(event),
+      event: (event, context) => listener.event(event, context),
       cancel: (principal, id) => listener.cancel(principal, id),
     };
     this.members.add(member);
     return {
-      publish: (event) => {
-        for (const other of this.members) if (other !== member) other.event(event);
+      publish: (event, context) => {
+        for (const other of this.members) if (other !== member) other.event(event, context);
       },
       cancel: (principal, id) => {
         for (const other of this.members) if (other !== member) other.cancel(principal, id);

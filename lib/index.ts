@@ -35,6 +35,7 @@ export { DiagnosticsChannel } from './diagnostics.ts';
 export type {
   BusInterest,
   BusListener,
+  EventContext,
   BusMember,
   CheckContext,
   CheckErrorMessage,

@@ -126,10 +126,28 @@ export interface Logger {
   error(message: string, details?: Record<string, unknown>): void;
 }
 
+/**
+ * What may travel with an event from the node that published it, besides the event: when it was
+ * published (for the publish → receive lag) and the W3C trace context of the span it was published in
+ * (so that each node's delivery links to it). All optional: a bus that carries none of it loses only
+ * those two measurements.
+ */
+export interface EventContext {
+  /** When the event was published, in milliseconds since the epoch, by the publishing node's clock. */
+  readonly publishedAt?: number;
+  /** The W3C `traceparent` of the span the event was published in (`00-<trace id>-<span id>-<flags>`). */
+  readonly traceparent?: string;
+  /** The W3C `tracestate` of that span, at most 512 characters (a longer one is not carried). */
+  readonly tracestate?: string;
+}
+
 /** What a bus hands a member: what the other members published. Called synchronously or not. */
 export interface BusListener {
-  /** An event another node published: deliver it to this node's streams. */
-  event(event: SubscriptionEvent): void;
+  /**
+   * An event another node published: deliver it to this node's streams. `context` is what the bus
+   * carried of the publisher's {@link EventContext}, when it carries any.
+   */
+  event(event: SubscriptionEvent, context?: EventContext): void;
   /**
    * A `notifications/cancelled` another node received for a stream it does not hold: close this
    * node's streams of `principal` whose listen id is `id`.
@@ -161,8 +179,11 @@ export interface BusInterest {
  * counts and reports, and never fails the host's call.
  */
 export interface BusMember {
-  /** Sends an event to every other member (never back to this one: the hub has delivered it locally). */
-  publish(event: SubscriptionEvent): void;
+  /**
+   * Sends an event to every other member (never back to this one: the hub has delivered it locally).
+   * A bus that can should carry `context` to them as it is (validated on receipt like the event).
+   */
+  publish(event: SubscriptionEvent, context?: EventContext): void;
   /** Sends a cancellation to every other member. */
   cancel(principal: string, id: RequestId): void;
   /**
