@@ -8,10 +8,10 @@ import type { Figures, Target } from './scenario.ts';
 import type { Report } from './report.ts';
 
 /**
- * The chart's three series (the ceiling in Express, ours on Fastify and the ceiling in Fastify have rows
- * of their own in the table and docs/performance.md; they are not charted).
+ * The chart's three series (the ceiling in Express, ours on Fastify, the ceiling in Fastify and ours with
+ * metrics have rows of their own in the table and docs/performance.md; they are not charted).
  */
-type Charted = Exclude<Target, 'ceiling-express' | 'ours-fastify' | 'ceiling-fastify'>;
+type Charted = Exclude<Target, 'ceiling-express' | 'ours-fastify' | 'ceiling-fastify' | 'ours-metrics'>;
 const COLORS: Record<Charted, string> = { ours: '#0e7c66', sdk: '#d9622b', ceiling: '#8a8f98' };
 const NAMES: Record<Charted, string> = { ours: 'mcp-subscriptions', sdk: 'SDK listen', ceiling: 'node:http ceiling' };
 const ORDER: readonly Charted[] = ['ours', 'sdk', 'ceiling'];

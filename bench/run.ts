@@ -2,8 +2,10 @@
  * `npm run bench [-- --quick] [--only=fanout,idle] [--profile]`: the benchmark suite, end to end. For each
  * scenario it starts the three servers (our host app, the same app on the SDK's own listen, the
  * `node:http` ceiling), plus those of the scenario's framework rows (the ceiling mounted in Express; our
- * host app on Fastify and the ceiling mounted in Fastify), each in its own process, forks the load generator in another, prints the
- * scenario's parameters and figures, and stops every process. At the end it prints one table, and
+ * host app on Fastify and the ceiling mounted in Fastify) and of its metrics rows (ours with an
+ * OpenTelemetry `MeterProvider`, which it scrapes as Prometheus would while the scenario runs), each in
+ * its own process, forks the load generator in another, prints the scenario's parameters and figures,
+ * and stops every process. At the end it prints one table, and
  * writes `bench/results/<date>[-quick].json` and the SVG chart (`docs/benchmarks.svg` for a full run;
  * an `--only` run writes `bench/results/<date>-only-<names>[-quick].*`, never over a full run's files).
  *
@@ -41,7 +43,17 @@ const SERVER_FILES: Record<Target, string[]> = {
   'ceiling-express': ['bench/servers/ceiling.ts', 'express'],
   'ours-fastify': ['bench/servers/host.ts', 'fastify'],
   'ceiling-fastify': ['bench/servers/ceiling.ts', 'fastify'],
+  'ours-metrics': ['bench/servers/host.ts', 'metrics'],
 };
+/**
+ * How often ours with metrics is scraped (`BENCH_SCRAPE_MS`): every second by default, 15 times as often
+ * as a common Prometheus `scrape_interval` of 15 s, so that nearly every measured round pays for a
+ * collection and the figures bound a scrape's cost from above.
+ */
+const SCRAPE_MS = Number(process.env['BENCH_SCRAPE_MS'] ?? 1000);
+if (!Number.isInteger(SCRAPE_MS) || SCRAPE_MS <= 0) {
+  throw new Error(`BENCH_SCRAPE_MS: expected a positive integer (ms), got ${process.env['BENCH_SCRAPE_MS']}`);
+}
 
 const children = new Set<ChildProcess>();
 
@@ -154,6 +166,55 @@ function runLoad(request: LoadRequest): Promise<ScenarioResult> {
     });
     child.send(request);
   });
+}
+
+/**
+ * Scrapes ours with metrics (`GET /control/metrics`, the Prometheus exporter's handler) every
+ * `SCRAPE_MS`, one scrape at a time as Prometheus does (a tick that finds one in flight is skipped).
+ * `stop()` (idempotent) ends the timer, takes one last scrape, and resolves with what was scraped: the
+ * count, failures, and the metric families of the last scrape other than the exporter's `target_info`
+ * (with no other instrumented code in the host, the library's own instruments).
+ */
+function startScraper(port: number): { stop(): Promise<Figures> } {
+  let scrapes = 0;
+  let failures = 0;
+  let last = '';
+  let inFlight: Promise<void> | undefined;
+  const scrape = (): Promise<void> =>
+    fetch(`http://127.0.0.1:${port}/control/metrics`).then(
+      async (response) => {
+        const body = await response.text();
+        if (response.ok) {
+          scrapes++;
+          last = body;
+        } else {
+          failures++;
+        }
+      },
+      () => {
+        failures++;
+      },
+    );
+  const timer = setInterval(() => {
+    inFlight ??= scrape().finally(() => (inFlight = undefined));
+  }, SCRAPE_MS);
+  let stopped: Promise<Figures> | undefined;
+  return {
+    stop() {
+      clearInterval(timer);
+      stopped ??= (async () => {
+        await inFlight;
+        await scrape();
+        const families = last
+          .split('\n')
+          .filter((line) => line.startsWith('# TYPE '))
+          .map((line) => line.split(' ')[2] ?? '')
+          .filter((name) => name !== 'target_info');
+        return { scrapes, scrapeFailures: failures, metricFamilies: families.length, metricNames: families.join(' ') };
+      })();
+      return stopped;
+    },
+  };
 }
 
 /** Node A and node B: `ours` joined over Redis, in this run's channel prefix. */
@@ -361,6 +422,11 @@ async function main(): Promise<void> {
       'Fastify rows: ours on Fastify = the same app on Fastify 5 + the Fastify plugin; ceiling in Fastify = the ceiling as a Fastify route',
     );
   }
+  if (specs.some((s) => s.targets.includes('ours-metrics'))) {
+    console.log(
+      `metrics rows: ours with metrics = ours with an OpenTelemetry MeterProvider (sdk-metrics, the Prometheus exporter as its reader) registered before its hub, scraped every ${SCRAPE_MS} ms`,
+    );
+  }
   if (specs.some((s) => s.redisNodes === true)) {
     console.log(
       `cross-node: ours-a and ours-b = ours joined by a RedisBus on ${REDIS_URL}, channel prefix ${CHANNEL_PREFIX}`,
@@ -396,6 +462,8 @@ async function main(): Promise<void> {
     const n = spec.targets.length;
     const nodes: Nodes | undefined =
       spec.redisNodes === true ? { a: servers[n]!.port, b: servers[n + 1]!.port } : undefined;
+    // Scraped from start to end, the other servers' turns included, as Prometheus would.
+    const scraper = spec.targets.includes('ours-metrics') ? startScraper(ports['ours-metrics']) : undefined;
     let result: ScenarioResult;
     try {
       result = await runLoad({
@@ -406,7 +474,9 @@ async function main(): Promise<void> {
         timeoutMs: spec.timeoutMs,
         ...(nodes !== undefined ? { nodes } : {}),
       });
+      if (scraper !== undefined) result['ours-metrics'] = { ...result['ours-metrics'], ...(await scraper.stop()) };
     } finally {
+      await scraper?.stop();
       await Promise.all(servers.map((s) => stopServer(s.child)));
     }
     report.scenarios[spec.name] = { title: spec.title, params, result };

@@ -8,9 +8,12 @@
 /**
  * The servers. `ceiling-express` is the ceiling mounted in Express (idle and open only: what the
  * framework costs); `ours-fastify` is the host app on Fastify with the Fastify plugin, and
- * `ceiling-fastify` the ceiling mounted in Fastify beside it (idle, open, fan-out and tick).
+ * `ceiling-fastify` the ceiling mounted in Fastify beside it (idle, open, fan-out and tick);
+ * `ours-metrics` is ours with an OpenTelemetry `MeterProvider` registered before its hub is built, which
+ * the orchestrator scrapes as Prometheus would (fan-out and open: what metrics on cost).
  */
-export type Target = 'ours' | 'sdk' | 'ceiling' | 'ceiling-express' | 'ours-fastify' | 'ceiling-fastify';
+export type Target =
+  'ours' | 'sdk' | 'ceiling' | 'ceiling-express' | 'ours-fastify' | 'ceiling-fastify' | 'ours-metrics';
 /** One target's figures: numbers (NaN where not applicable), booleans, or short strings. */
 export type Figures = Record<string, number | boolean | string>;
 export type ScenarioResult = Partial<Record<Target, Figures>>;

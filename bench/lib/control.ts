@@ -3,7 +3,8 @@
  * and observe it from another process: `POST /control/publish` publishes events back to back and
  * returns each one's publish timestamp, `GET /control/usage` returns the process's own CPU time,
  * memory (after a full GC with `?gc=1`), open-stream count and (on a node joined over Redis) its bus's
- * counters, `POST /control/prefill` seeds data.
+ * counters, `POST /control/prefill` seeds data, and `GET /control/metrics` (ours with metrics only) is
+ * its Prometheus scrape endpoint.
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import path from 'node:path';
@@ -20,6 +21,8 @@ export interface ControlTarget {
   prefill(uris: readonly string[]): void;
   /** A node joined to others over Redis: its `RedisBus`'s `stats()`. */
   bus?(): BusStats;
+  /** Ours with metrics: answers a Prometheus scrape of its `MeterProvider` (`bench/lib/metrics.ts`). */
+  scrape?(req: IncomingMessage, res: ServerResponse): void;
 }
 
 /** A `RedisBus`'s counters as `GET /control/usage` reports them (`RedisBusStats`). */
@@ -110,6 +113,11 @@ export function serveControl(target: ControlTarget, req: IncomingMessage, res: S
       streams: target.openStreams(),
       ...(bus !== undefined ? { bus } : {}),
     } satisfies Usage);
+    return true;
+  }
+  if (url === '/control/metrics') {
+    if (target.scrape !== undefined) target.scrape(req, res);
+    else json(res, { error: 'no MeterProvider in this server' }, 404);
     return true;
   }
   if (url === '/control/publish' || url === '/control/prefill') {

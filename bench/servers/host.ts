@@ -1,6 +1,6 @@
 /**
- * The benchmark's host app, in three builds that differ only in who serves `subscriptions/listen` and
- * on which framework:
+ * The benchmark's host app, in four builds that differ only in who serves `subscriptions/listen`, on
+ * which framework, and whether the app exports metrics:
  *
  * - `ours`: Express, the host's bearer auth, `mcpSubscriptions()` in front of the SDK's
  *   `toNodeHandler(createMcpHandler(...))`, the hub as the SDK's bus (the sample app's composition);
@@ -9,11 +9,14 @@
  * - `fastify`: the same app on Fastify 5 (`bench/lib/fastify.ts`: the bearer auth as an `onRequest`
  *   hook), the Fastify plugin registered before the app's own `POST /mcp` route (which hands the rest
  *   of MCP to the SDK's handler), the hub as the SDK's bus. Express is never loaded in it, nor Fastify in
- *   the other two (loading a framework alone makes `node:http` dearer: docs/performance.md, finding 3).
+ *   the others (loading a framework alone makes `node:http` dearer: docs/performance.md, finding 3);
+ * - `metrics`: `ours` exactly, but before the hub is built it registers an OpenTelemetry `MeterProvider`
+ *   with the Prometheus exporter as its reader (`bench/lib/metrics.ts`), whose scrape it serves as
+ *   `GET /control/metrics` (issue 21: what metrics on cost). Only this build loads the metrics SDK.
  *
  * All serve the sample app's notes service (its write route `PUT /api/notes/:owner/:name` publishes
  * `resources/updated`), its MCP server, its read check and subscribe hook, plus the `/control/*`
- * routes of `bench/lib/control.ts`. Usage: `node --expose-gc ... bench/servers/host.ts ours|sdk|fastify`.
+ * routes of `bench/lib/control.ts`. Usage: `node --expose-gc ... bench/servers/host.ts ours|sdk|fastify|metrics`.
  *
  * With `BENCH_REDIS_URL` set (the cross-node scenario), `ours` joins its hub to the other nodes through
  * a `RedisBus` that owns its connections (ioredis), on the channel prefix `BENCH_REDIS_PREFIX` (unique
@@ -38,8 +41,8 @@ import { serveControl, startServer, type ControlTarget } from '../lib/control.ts
 import { PRINCIPAL } from '../lib/wire.ts';
 
 const mode = process.argv[2];
-if (mode !== 'ours' && mode !== 'sdk' && mode !== 'fastify') {
-  console.error('usage: host.ts ours|sdk|fastify');
+if (mode !== 'ours' && mode !== 'sdk' && mode !== 'fastify' && mode !== 'metrics') {
+  console.error('usage: host.ts ours|sdk|fastify|metrics');
   process.exit(2);
 }
 
@@ -71,6 +74,8 @@ const bus =
           error: (message, details) => console.error(`[bus ${process.env['BENCH_NODE_ID']}] ${message}`, details ?? ''),
         },
       });
+// The provider must be the global one before the hub is constructed: the hub takes its meter then.
+const scrape = mode === 'metrics' ? (await import('../lib/metrics.ts')).registerMeterProvider() : undefined;
 // Every bench client is one principal: the per-principal share is turned off, as capacity is not under test.
 const hub =
   mode !== 'sdk'
@@ -130,9 +135,10 @@ const control: ControlTarget = {
     for (const uri of uris) notes.put(PRINCIPAL, PRINCIPAL, uri.slice(uri.lastIndexOf('/') + 1), { text: 'seed' });
   },
   ...(bus !== undefined ? { bus: () => bus.stats() } : {}),
+  ...(scrape !== undefined ? { scrape } : {}),
 };
 
-/** The listen options of both builds that serve listen (the Express middleware's, the Fastify plugin's). */
+/** The listen options of every build that serves listen (the Express middleware's, the Fastify plugin's). */
 function listenOptions(of: SubscriptionHub): ListenHandlerOptions {
   const tasks = new TasksService(of);
   return {
@@ -146,7 +152,7 @@ function listenOptions(of: SubscriptionHub): ListenHandlerOptions {
   };
 }
 
-/** `ours` and `sdk`: the Express app, with the middleware in front of the SDK's handler in `ours`. */
+/** `ours`, `metrics` and `sdk`: the Express app, with the middleware in front of the SDK's handler but in `sdk`. */
 async function expressServer(): Promise<Server> {
   const { default: express } = await import('express');
   const { mcpSubscriptions } = await import('mcp-subscriptions/express');
@@ -214,7 +220,7 @@ async function fastifyServer(of: SubscriptionHub): Promise<Server> {
 }
 
 const server = mode === 'fastify' ? await fastifyServer(hub!) : await expressServer();
-const name = mode === 'fastify' ? 'ours-fastify' : mode;
+const name = mode === 'fastify' ? 'ours-fastify' : mode === 'metrics' ? 'ours-metrics' : mode;
 if (bus === undefined) {
   startServer(server, name);
 } else {
