@@ -54,6 +54,23 @@ export const WITH_FASTIFY: readonly Target[] = [...TARGETS, ...FASTIFY];
  */
 export const WITH_FRAMEWORK: readonly Target[] = [...TARGETS, 'ceiling-express', ...FASTIFY];
 
+/** `targets` with ours with metrics beside ours, for the scenarios with metrics rows (fan-out, open). */
+export function withMetrics(targets: readonly Target[]): readonly Target[] {
+  return targets.flatMap((t): Target[] => (t === 'ours' ? ['ours', 'ours-metrics'] : [t]));
+}
+
+/**
+ * `targets` as the turns of a scenario that runs servers one after the other: ours and ours with metrics
+ * share one (their rounds alternate), every other server has its own, in the order of `targets`.
+ */
+export function inTurns(targets: readonly Target[]): Target[][] {
+  const paired = targets.includes('ours') && targets.includes('ours-metrics');
+  return targets.flatMap((t): Target[][] => {
+    if (paired && t === 'ours-metrics') return [];
+    return [paired && t === 'ours' ? ['ours', 'ours-metrics'] : [t]];
+  });
+}
+
 /** One row of the table. */
 export interface RowSpec {
   readonly label: string;

@@ -7,8 +7,8 @@ import { percentile } from '../../tools/shared/stats.ts';
 import { cpuBetween, lastFrame, openListen, sleep, usage } from '../lib/client.ts';
 import type { Usage } from '../lib/control.ts';
 import { type Filter, noteUri } from '../lib/wire.ts';
-import { type Scenario, type ScenarioResult, type Target, WITH_FRAMEWORK } from '../scenario.ts';
-import { atMost, fastifyRows, frameworkRow } from './rows.ts';
+import { type Scenario, type ScenarioResult, type Target, WITH_FRAMEWORK, withMetrics } from '../scenario.ts';
+import { atMost, fastifyRows, frameworkRow, metricsRow, scrapeRows } from './rows.ts';
 
 type Params = { samples: number; warmup: number; uris: number };
 
@@ -17,7 +17,7 @@ export const open: Scenario<Params> = {
   title: 'open cost: listen naming 1,000 URIs, each through the read check and subscribe hook, one at a time',
   full: { samples: 200, warmup: 20, uris: 1000 },
   quick: { samples: 40, warmup: 10, uris: 1000 },
-  targets: WITH_FRAMEWORK,
+  targets: withMetrics(WITH_FRAMEWORK),
   timeoutMs: 180_000,
   rows: (p) => [
     {
@@ -31,11 +31,14 @@ export const open: Scenario<Params> = {
     },
     frameworkRow('open: time to ack p50, against the ceiling in Express', 'ms', 'ackP50Ms', 2),
     ...fastifyRows('open: time to ack p50', 'ms', 'ackP50Ms', 2, 1.0),
+    metricsRow('open: time to ack p50', 'ms', 'ackP50Ms', 2),
     { label: 'open: time to ack p99', unit: 'ms', key: 'ackP99Ms', digits: 2 },
     { label: 'open: server CPU per listen (open, ack, close)', unit: 'µs', key: 'cpuUsPerOpen', digits: 0 },
     frameworkRow('open: server CPU per listen, against the ceiling in Express', 'µs', 'cpuUsPerOpen', 0),
     ...fastifyRows('open: server CPU per listen', 'µs', 'cpuUsPerOpen', 0, 1.0),
+    metricsRow('open: server CPU per listen', 'µs', 'cpuUsPerOpen', 0),
     { label: 'open: URIs honoured in the ack', unit: '', key: 'honored', digits: 0 },
+    ...scrapeRows('open'),
   ],
   async run(ports, targets, p) {
     const filter: Filter = { resourceSubscriptions: Array.from({ length: p.uris }, (_, i) => noteUri(i)) };

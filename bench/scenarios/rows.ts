@@ -1,5 +1,5 @@
 /** Pieces of rows more than one scenario's table uses. */
-import type { RowSpec, Target } from '../scenario.ts';
+import type { Figures, RowSpec, ScenarioResult, Target } from '../scenario.ts';
 
 /** A figure as a number, `NaN` when it is not one. */
 export const num = (v: unknown): number => (typeof v === 'number' ? v : Number.NaN);
@@ -75,5 +75,47 @@ export function fastifyRows(label: string, unit: string, key: string, digits: nu
       ours: 'ours-fastify',
       ceiling: 'ceiling-fastify',
     }),
+  ];
+}
+
+/**
+ * A row that puts ours with metrics (an OpenTelemetry `MeterProvider` registered before the hub, scraped
+ * as Prometheus would) in the ours column and ours (no provider) in the ceiling column: ours/ceiling then
+ * reads what metrics on cost. The target is issue 21's: at most 1.05× ours.
+ */
+export function metricsRow(label: string, unit: string, key: string, digits: number): RowSpec {
+  return pairRow(
+    `${label}, ours with metrics against ours`,
+    unit,
+    key,
+    digits,
+    { ours: 'ours-metrics', ceiling: 'ours' },
+    { target: '≤ 1.05× ours', met: atMost(1.05) },
+  );
+}
+
+/**
+ * What the orchestrator's scraper read of ours with metrics, in the ours column: the scrapes it served
+ * while the scenario ran, and the metric families of the last one (`target_info` aside), which are the
+ * library's instruments: none means the metrics rows measured a provider the hub does not report to.
+ */
+export function scrapeRows(scenario: string): RowSpec[] {
+  const scraped = (key: string) => (_figures: Figures, all: ScenarioResult) => all['ours-metrics']?.[key];
+  return [
+    {
+      label: `${scenario}: ours with metrics, scrapes it served`,
+      unit: '',
+      digits: 0,
+      only: ['ours'],
+      value: scraped('scrapes'),
+      note: 'the ours column holds ours with metrics; the "ours with metrics against ours" rows put it in the ours column and ours (no MeterProvider) in the ceiling column',
+    },
+    {
+      label: `${scenario}: ours with metrics, metric families at the last scrape`,
+      unit: '',
+      digits: 0,
+      only: ['ours'],
+      value: scraped('metricFamilies'),
+    },
   ];
 }
