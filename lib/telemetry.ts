@@ -124,7 +124,9 @@ function attach(loaded: Api, source: TelemetrySource): void {
   // The meter of the provider registered now: an app registers its provider before it makes its hubs
   // (a provider registered later is used from the next hub made after it).
   const meter = loaded.metrics.getMeter(INSTRUMENTATION_NAME);
-  if (instruments?.meter !== meter) instruments = createInstruments(meter);
+  // No provider registered: the API's no-op meter. Nothing is made, so the listen path does not even
+  // read the clock for instruments that would discard it.
+  if (meter !== loaded.createNoopMeter() && instruments?.meter !== meter) instruments = createInstruments(meter);
   tracer = loaded.trace.getTracer(INSTRUMENTATION_NAME);
 }
 
@@ -374,7 +376,7 @@ function addBus(sum: Sums, bus: object): void {
   sum.busDropped += count(counters.dropped);
 }
 
-/** Whether the sync instruments record: an API loaded and a meter made (noop without a provider). */
+/** Whether the instruments record: the API loaded and a MeterProvider registered before a hub was made. */
 export function recording(): boolean {
   return instruments !== undefined;
 }
