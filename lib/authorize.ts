@@ -9,7 +9,6 @@
  * flight are abandoned (their checks' signals abort) and the items that passed so far are returned.
  */
 import { CheckTimeoutError } from './errors.ts';
-import type { StageCounts } from './telemetry.ts';
 import type { CheckContext } from './types.ts';
 
 /** A host check of one item; may be sync or async. Only `true` admits the item. */
@@ -82,6 +81,9 @@ class CallContext<Req> implements CheckContext<Req> {
     this.own?.abort(reason);
   }
 }
+
+/** How the checks of one stage ended in one run: `[allowed, denied, error, timeout]` (telemetry's counts). */
+export type StageCounts = [number, number, number, number];
 
 /** How a batch of checks runs. */
 export interface AuthorizeRun {

@@ -3,7 +3,7 @@
  * stream, acknowledge, register with the hub. Adapters call {@link createListenHandler} once and hand
  * each request's body, headers, principal and raw response to it; lib/http.ts is its HTTP face.
  */
-import { authorizeEach, CheckSemaphore, type ItemCheck } from './authorize.ts';
+import { authorizeEach, CheckSemaphore, type ItemCheck, type StageCounts } from './authorize.ts';
 import { defineCapabilities } from './capabilities.ts';
 import { checkErrorChannel } from './diagnostics.ts';
 import {
@@ -29,13 +29,7 @@ import {
   type ListenRequest,
 } from './protocol.ts';
 import { HUB_OPTION_KEYS, hubEngine, isHub, REMOVED_HUB_OPTIONS } from './subscription-hub.ts';
-import {
-  recordAck,
-  recordAuthorization,
-  recording as telemetryRecording,
-  type CheckName,
-  type StageCounts,
-} from './telemetry.ts';
+import { recordAck, recordAuthorization, recording as telemetryRecording, type CheckName } from './telemetry.ts';
 import type {
   CheckErrorMessage,
   ListenHandlerOptions,

@@ -30,6 +30,7 @@ import type {
   SpanContext,
   Tracer,
 } from '@opentelemetry/api';
+import type { StageCounts } from './authorize.ts';
 import type { RefusalReason } from './errors.ts';
 import type { CloseReason, EventContext, HubStats, ListChangedKind, SubscriptionEvent } from './types.ts';
 
@@ -65,9 +66,6 @@ export type CheckName = 'can_read' | 'handle_subscribe_resource' | 'can_access_t
 
 /** How one check of one item ended. */
 export type CheckOutcome = 'allowed' | 'denied' | 'error' | 'timeout';
-
-/** Outcomes of one authorization run, per check stage: `[allowed, denied, error, timeout]`. */
-export type StageCounts = [number, number, number, number];
 
 const OUTCOMES: readonly CheckOutcome[] = ['allowed', 'denied', 'error', 'timeout'];
 
