@@ -69,6 +69,14 @@ export type CheckOutcome = 'allowed' | 'denied' | 'error' | 'timeout';
 
 const OUTCOMES: readonly CheckOutcome[] = ['allowed', 'denied', 'error', 'timeout'];
 
+/**
+ * Bucket boundaries of the duration histograms, in seconds (advice the SDK applies unless the app's
+ * views say otherwise): from half a millisecond, where a listen of a few URIs and a same-region Redis
+ * hop land, to ten seconds, the default authorization deadline. The SDK's own defaults suit
+ * milliseconds and would put every one of these durations in the first bucket.
+ */
+const SECONDS_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
 interface Instruments {
   readonly meter: Meter;
   readonly ack: Histogram;
@@ -271,10 +279,12 @@ function createInstruments(meter: Meter): Instruments {
     ack: meter.createHistogram('mcp.subscriptions.ack.duration', {
       description: 'From a listen request reaching the handler to its acknowledgement written.',
       unit: 's',
+      advice: { explicitBucketBoundaries: SECONDS_BUCKETS },
     }),
     authorization: meter.createHistogram('mcp.subscriptions.authorization.duration', {
       description: "How long a listen request's URIs and task ids took to pass the host's checks.",
       unit: 's',
+      advice: { explicitBucketBoundaries: SECONDS_BUCKETS },
     }),
     checks: meter.createCounter('mcp.subscriptions.authorization.checks', {
       description: 'Host checks of one URI or task id, by check and outcome.',
@@ -284,6 +294,7 @@ function createInstruments(meter: Meter): Instruments {
       description:
         "From an event's publish on one node to its receipt on another, by the two nodes' clocks (their offset included).",
       unit: 's',
+      advice: { explicitBucketBoundaries: SECONDS_BUCKETS },
     }),
   };
 }
