@@ -206,6 +206,11 @@ describe('metrics agree with hub.stats() after a workload', () => {
     }).toStrictEqual({ readAllowed: 3, readDenied: 1, hookAllowed: 2, hookDenied: 1 });
     expect(valueOf(all, 'mcp.subscriptions.authorization.duration')).toBe(2); // the two listens with URIs
     expect(valueOf(all, 'mcp.subscriptions.ack.duration')).toBe(stats.opened);
+    // Buckets in seconds, from half a millisecond: not the SDK's millisecond defaults.
+    const ack = metric(all, 'mcp.subscriptions.ack.duration').dataPoints[0]?.value as {
+      buckets: { boundaries: number[] };
+    };
+    expect(ack.buckets.boundaries.slice(0, 3)).toStrictEqual([0.0005, 0.001, 0.0025]);
     // Hub A received one event over the bus (hub B's), hub B two (hub A's): each measured once.
     expect(valueOf(all, 'mcp.subscriptions.bus.lag')).toBe(3);
   });
