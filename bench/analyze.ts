@@ -2,7 +2,7 @@
  * Summarizes what `npm run bench -- --profile` leaves in `bench/results/profiles/`:
  *
  * - `analyze.ts server.cpuprofile [filter]`: self time per function, top 30 (optionally only
- *   functions whose name or file contains `filter`);
+ *   functions whose name or file contains `filter`, and their sum);
  * - `analyze.ts before.heapsnapshot after.heapsnapshot [per]`: what the heap gained between two
  *   snapshots, by constructor, top 30, divided by `per` (e.g. the streams opened in between).
  */
@@ -34,6 +34,10 @@ function cpu(file: string, filter: string | undefined): void {
   }
   const rows = [...self].filter(([key]) => filter === undefined || key.includes(filter)).sort((a, b) => b[1] - a[1]);
   console.log(`${file}: ${(total / 1000).toFixed(0)} ms sampled`);
+  if (filter !== undefined) {
+    const matched = rows.reduce((sum, [, us]) => sum + us, 0);
+    console.log(`matching "${filter}": ${(matched / 1000).toFixed(1)} ms (${((matched / total) * 100).toFixed(2)}%)`);
+  }
   for (const [key, us] of rows.slice(0, 30)) {
     console.log(`${(us / 1000).toFixed(1).padStart(9)} ms ${((us / total) * 100).toFixed(1).padStart(5)}%  ${key}`);
   }
