@@ -47,8 +47,8 @@ const SERVER_FILES: Record<Target, string[]> = {
 };
 /**
  * How often ours with metrics is scraped (`BENCH_SCRAPE_MS`): every second by default, 15 times as often
- * as a common Prometheus `scrape_interval` of 15 s, so that nearly every measured round pays for a
- * collection and the figures bound a scrape's cost from above.
+ * as a common Prometheus `scrape_interval` of 15 s, so that the figures bound what scraping costs from
+ * above (a scrape then falls in about one fan-out round of four).
  */
 const SCRAPE_MS = Number(process.env['BENCH_SCRAPE_MS'] ?? 1000);
 if (!Number.isInteger(SCRAPE_MS) || SCRAPE_MS <= 0) {
