@@ -8,6 +8,7 @@
  * registered or listened on.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { SampleConfig } from './config.ts';
 import { fail } from './process.ts';
 
@@ -53,6 +54,7 @@ export async function serveMetricsOrExit(
   const provider = new MeterProvider({ readers: [exporter] });
 
   let closing = false;
+  const sockets = new Set<Socket>();
   const inFlight = new Set<ServerResponse>();
   const server = createServer((request: IncomingMessage, response: ServerResponse) => {
     inFlight.add(response);
@@ -69,6 +71,10 @@ export async function serveMetricsOrExit(
       return;
     }
     exporter.getMetricsRequestHandler(request, response);
+  });
+  server.on('connection', (socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
   });
 
   await new Promise<void>((resolve) => {
@@ -87,10 +93,21 @@ export async function serveMetricsOrExit(
     (closed ??= (async () => {
       closing = true;
       const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
-      // A scrape being answered ends its connection once answered; idle connections end now.
-      for (const response of inFlight) if (!response.headersSent) response.setHeader('connection', 'close');
-      server.closeIdleConnections();
-      await Promise.all([stopped, provider.shutdown()]);
+      // A scrape being answered is answered, and its connection then closed rather than kept alive
+      // (which would hold the close for the keep-alive timeout). Every other connection ends now: an idle
+      // keep-alive one, and one that never sent a byte, which Node's closeIdleConnections() leaves open.
+      const busy = new Set<Socket>();
+      for (const response of inFlight) {
+        const socket = response.socket;
+        if (socket === null) continue;
+        busy.add(socket);
+        if (!response.headersSent) response.setHeader('connection', 'close');
+        else response.once('finish', () => socket.end());
+      }
+      for (const socket of sockets) if (!busy.has(socket)) socket.destroy();
+      await stopped;
+      // After the last scrape: the provider's shutdown stops its reader, the exporter, from collecting.
+      await provider.shutdown();
     })());
   return { close };
 }
