@@ -11,7 +11,10 @@
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { spawn } from 'node:child_process';
+import { createServer, connect as netConnect } from 'node:net';
 import { bearer } from '../helpers/bearer.ts';
+import { freePort } from '../helpers/free-port.ts';
+import { acceptsConnections, CAN_LIST_LISTENING_PORTS, listeningPorts } from '../helpers/listening.ts';
 import {
   ACK,
   expectCancelAcross,
@@ -23,6 +26,7 @@ import {
   untilDelivered,
   UPDATED,
 } from '../helpers/listen-clients.ts';
+import { labelValues, scrape, seriesOf, totalOf, type Exposition } from '../helpers/prometheus.ts';
 import { ownRedisSkipReason } from '../helpers/redis.ts';
 import {
   eventually,
@@ -56,6 +60,11 @@ const SAMPLES = selectedSampleKinds();
  * skipped, saying so, except in CI, where they must run (.ci/run installs it).
  */
 const redisTest = testUnless(ownRedisSkipReason('the REDIS_URL rows'));
+
+/** Which TCP ports a sample listens on can be read on Linux only (/proc); elsewhere those rows are skipped. */
+const procTest = testUnless(
+  CAN_LIST_LISTENING_PORTS ? undefined : 'listing a process’s listening ports needs Linux /proc',
+);
 
 const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
 const TASKS = 'io.modelcontextprotocol/tasks';
@@ -134,6 +143,31 @@ async function openStreamCount(app: SampleApp): Promise<number> {
   return res.body.openStreams as number;
 }
 
+/**
+ * What /metrics says of the hub, under the names of the hub's stats: the library's instruments as the
+ * Prometheus exporter names them (dots to underscores, `_total` on counters), each counter summed over
+ * its attributes, `closed` by the close reason attribute for each of `reasons`.
+ */
+function metricsOf(exposition: Exposition, reasons: string[]): Record<string, unknown> {
+  const total = (name: string, labels: Record<string, string> = {}): number => totalOf(exposition, name, labels);
+  return {
+    openStreams: total('mcp_subscriptions_streams'),
+    pendingStreams: total('mcp_subscriptions_streams_pending'),
+    queued: total('mcp_subscriptions_queue_depth'),
+    opened: total('mcp_subscriptions_listens_opened_total'),
+    written: total('mcp_subscriptions_deliveries_total'),
+    published: total('mcp_subscriptions_events_published_total'),
+    coalesced: total('mcp_subscriptions_events_coalesced_total'),
+    dropped: total('mcp_subscriptions_events_dropped_total'),
+    closed: Object.fromEntries(
+      reasons.map((reason) => [
+        reason,
+        total('mcp_subscriptions_streams_closed_total', { mcp_subscriptions_close_reason: reason }),
+      ]),
+    ),
+  };
+}
+
 function readText(res: McpAnswer): string {
   expect(res.message?.error).toBe(undefined); // resources/read did not fail
   return JSON.stringify(res.message?.result?.contents);
@@ -149,7 +183,12 @@ for (const kind of SAMPLES) {
     // Spawning costs about a second each: start every configuration at once, await each where used.
     // The blocks await them in hooks given 60 s: startSample gives up after 30 s by itself, with the
     // sample's output in its message, which is the failure worth reading (not jest's hook timeout).
-    const starting: Record<'main' | 'limited' | 'fair' | 'conformance' | 'shutdown', Promise<SampleApp>> = {} as never;
+    const starting: Record<
+      'main' | 'limited' | 'fair' | 'conformance' | 'shutdown' | 'metrics',
+      Promise<SampleApp>
+    > = {} as never;
+    /** The METRICS_PORT of `starting.metrics`. */
+    let metricsPort: Promise<number>;
 
     beforeAll(() => {
       starting.main = startSample(kind);
@@ -157,6 +196,8 @@ for (const kind of SAMPLES) {
       starting.fair = startSample(kind, { MAX_SUBSCRIPTIONS_PER_PRINCIPAL: '2', STALL_TIMEOUT_MS: '500' });
       starting.conformance = startSample(kind, { MCP_CONFORMANCE: '1' });
       starting.shutdown = startSample(kind, { HOST: undefined });
+      metricsPort = freePort();
+      starting.metrics = metricsPort.then((port) => startSample(kind, { METRICS_PORT: String(port) }));
       // A failure is reported by the block that awaits it.
       for (const app of Object.values(starting)) app.catch(() => {});
     });
@@ -867,6 +908,18 @@ for (const kind of SAMPLES) {
         expect(stats.body).not.toHaveProperty('bus');
       });
 
+      it('serves no metrics without METRICS_PORT: the port it would have used is refused, and /metrics on PORT is not open', async () => {
+        const port = await freePort();
+        expect(await acceptsConnections(port)).toBe(false);
+        const metrics = await fetch(new URL('/metrics', app.baseUrl));
+        await metrics.arrayBuffer();
+        expect([401, 404]).toContain(metrics.status); // behind the app's auth, or no such route
+      });
+
+      procTest('listens on PORT only without METRICS_PORT', () => {
+        expect(listeningPorts(app.child.pid!)).toStrictEqual([Number(new URL(app.baseUrl).port)]);
+      });
+
       describe('listen request errors (spec §6)', () => {
         async function refused(body: unknown, headers: Record<string, string> = listenHeaders(bearer(alice))) {
           const stream = await post(app.url, body, headers);
@@ -1254,6 +1307,153 @@ for (const kind of SAMPLES) {
         expect(code).toBe(0);
       });
     });
+
+    describe('METRICS_PORT', () => {
+      let app: SampleApp;
+      let port: number;
+      let metricsUrl: string;
+      beforeAll(async () => {
+        app = await starting.metrics;
+        port = await metricsPort;
+        metricsUrl = `http://127.0.0.1:${port}/metrics`;
+      }, 60_000);
+      afterAll(async () => {
+        await app?.stop();
+      });
+      beforeEach(async () => {
+        await eventually(async () => (await openStreamCount(app)) === 0, 'no stream open before the test');
+      });
+
+      it('serves GET /metrics on that port of HOST without auth: 200, text/plain, the Prometheus text format; the startup line is unchanged', async () => {
+        expect(app.stdout()).toBe(`listening on ${app.url} (${sampleHost(kind)})\n`);
+        const { status, contentType, exposition } = await scrape(metricsUrl); // no Authorization header
+        expect(status).toBe(200);
+        expect(contentType).toMatch(/^text\/plain\b/);
+        // scrape() parsed every line as a scraper would; the library's meter reports through it.
+        expect(exposition!.types.get('mcp_subscriptions_streams')).toBe('gauge');
+        expect(
+          seriesOf(exposition!, 'mcp_subscriptions_streams').map((sample) => sample.labels['otel_scope_name']),
+        ).toStrictEqual(['mcp-subscriptions']);
+      });
+
+      it('serves /metrics only on METRICS_PORT: no route of the app there, and nothing but GET and HEAD', async () => {
+        const stats = await fetch(`http://127.0.0.1:${port}/api/subscriptions/stats`, { headers: bearer(alice) });
+        expect({ status: stats.status, body: (await stats.text()).includes('openStreams') }).toStrictEqual({
+          status: 404,
+          body: false,
+        });
+        const post = await fetch(metricsUrl, { method: 'POST' });
+        await post.arrayBuffer();
+        expect(post.status).toBe(405);
+        const head = await fetch(metricsUrl, { method: 'HEAD' });
+        expect(head.status).toBe(200);
+      });
+
+      procTest('listens on PORT and METRICS_PORT, nothing else', () => {
+        expect(listeningPorts(app.child.pid!)).toStrictEqual(
+          [Number(new URL(app.baseUrl).port), port].sort((a, b) => a - b),
+        );
+      });
+
+      it('after listens, deliveries and closes, the counters in /metrics agree with GET /api/subscriptions/stats; no label names a principal, URI or task id', async () => {
+        const note = uid('secret-note');
+        const uri = `note://alice/${note}`;
+        const task = await createTask(app, bob);
+        const aliceId = uid('secret-listen');
+        const bobId = uid('secret-listen');
+        const first = await openStream(app, alice, aliceId, { toolsListChanged: true, resourceSubscriptions: [uri] });
+        const second = await openStream(app, bob, bobId, { taskIds: [task] }, TASKS_META);
+        expect((await putNote(app, alice, uri, 'counted')).status).toBe(201);
+        expect((await app.api(bob, 'POST', `/api/tasks/${task}/status`, { status: 'completed' })).status).toBe(200);
+        expect((await first.stream.event(2)).json?.method).toBe(UPDATED);
+        expect((await second.stream.event(2)).json?.method).toBe(TASK);
+        first.stream.close(); // closed by the client
+        expect((await postCancel(app, bob, bobId)).status).toBe(202); // cancelled
+        await second.stream.end();
+        await eventually(async () => (await openStreamCount(app)) === 0, 'both streams closed');
+
+        // Counters only move with traffic, and there is none now: stats read before and after the
+        // scrape that agree are what the scrape saw.
+        const { stats, exposition } = (await eventually(async () => {
+          const before = (await app.api(alice, 'GET', '/api/subscriptions/stats')).body;
+          const scraped = await scrape(metricsUrl);
+          const after = (await app.api(alice, 'GET', '/api/subscriptions/stats')).body;
+          return JSON.stringify(before) === JSON.stringify(after)
+            ? { stats: after, exposition: scraped.exposition! }
+            : undefined;
+        }, 'a scrape between two equal stats'))!;
+        // The workload made every compared counter move: an agreement of zeros would prove nothing.
+        expect(stats.opened).toBeGreaterThanOrEqual(2);
+        expect(stats.written).toBeGreaterThanOrEqual(2);
+        expect(stats.published).toBeGreaterThanOrEqual(2);
+        expect(stats.closed.client).toBeGreaterThanOrEqual(1);
+        expect(stats.closed.cancelled).toBeGreaterThanOrEqual(1);
+        expect(metricsOf(exposition, Object.keys(stats.closed))).toStrictEqual({
+          openStreams: stats.openStreams,
+          pendingStreams: stats.pendingStreams,
+          queued: stats.queued,
+          opened: stats.opened,
+          written: stats.written,
+          published: stats.published,
+          coalesced: stats.coalesced,
+          dropped: stats.dropped,
+          closed: stats.closed,
+        });
+        for (const counter of [
+          'mcp_subscriptions_listens_opened_total',
+          'mcp_subscriptions_deliveries_total',
+          'mcp_subscriptions_streams_closed_total',
+        ]) {
+          expect({ counter, type: exposition.types.get(counter) }).toStrictEqual({ counter, type: 'counter' });
+        }
+
+        const values = labelValues(exposition);
+        for (const secret of ['alice', 'bob', 'carol', 'note://', note, task, aliceId, bobId]) {
+          const leaked = values.filter((value) => value.includes(secret));
+          expect({ secret, leaked }).toStrictEqual({ secret, leaked: [] });
+        }
+      });
+
+      it('SIGTERM closes the metrics server too, whatever connections scrapers hold: every stream gets its result, exit 0', async () => {
+        const { stream } = await openStream(app, alice, 'metrics-bye', { toolsListChanged: true });
+        // fetch keeps its connection to the metrics server alive for the next scrape; and a connection
+        // that has sent nothing yet, which Node's server.close() would wait for (its headers timeout).
+        expect((await scrape(metricsUrl)).status).toBe(200);
+        const silent = netConnect({ port, host: '127.0.0.1' });
+        silent.on('error', () => {}); // reset by the closing server: what it is there for
+        await new Promise((resolve) => silent.once('connect', resolve));
+        const code = await app.stop('SIGTERM');
+        await stream.end();
+        expect(stream.events.at(-1)?.json?.result?.resultType).toBe('complete');
+        expect(code).toBe(0);
+        silent.destroy();
+        expect(await acceptsConnections(port)).toBe(false);
+      });
+    });
+
+    it('refuses to start on an invalid METRICS_PORT (0, not a number, out of range, equal to PORT) or one in use, naming it', async () => {
+      const taken = createServer();
+      await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+      const takenPort = (taken.address() as { port: number }).port;
+      const samePort = String(await freePort());
+      try {
+        await Promise.all(
+          [
+            { METRICS_PORT: '0' },
+            { METRICS_PORT: 'abc' },
+            { METRICS_PORT: '65536' },
+            { PORT: samePort, METRICS_PORT: samePort },
+            { METRICS_PORT: String(takenPort) },
+          ].map(async (env) => {
+            const started = startSample(kind, env);
+            await expect(started).rejects.toThrow(/exited with code [1-9]/);
+            await expect(started).rejects.toThrow('METRICS_PORT');
+          }),
+        );
+      } finally {
+        await new Promise((resolve) => taken.close(resolve));
+      }
+    }, 60_000); // five samples starting at once (startSample allows each 30 s)
 
     it('refuses to start on an invalid KEEPALIVE_MS, MAX_SUBSCRIPTIONS, MAX_SUBSCRIPTIONS_PER_PRINCIPAL or STALL_TIMEOUT_MS, naming it', async () => {
       await Promise.all(
