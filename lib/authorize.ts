@@ -82,6 +82,9 @@ class CallContext<Req> implements CheckContext<Req> {
   }
 }
 
+/** How the checks of one stage ended in one run: `[allowed, denied, error, timeout]` (telemetry's counts). */
+export type StageCounts = [number, number, number, number];
+
 /** How a batch of checks runs. */
 export interface AuthorizeRun {
   /** How many items of this request may be in flight at once (a bound on the host's database load). */
@@ -97,7 +100,17 @@ export interface AuthorizeRun {
   readonly signal: () => AbortSignal;
   /** The engine-wide bound on checks in flight. */
   readonly semaphore: CheckSemaphore;
+  /**
+   * When given (telemetry records), how the checks ended, one entry per check stage: allowed, denied,
+   * error (threw or rejected), timeout. Checks abandoned when the run ended are not counted.
+   */
+  readonly outcomes?: readonly StageCounts[];
 }
+
+const ALLOWED = 0;
+const DENIED = 1;
+const ERROR = 2;
+const TIMEOUT = 3;
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return (
@@ -118,7 +131,7 @@ export function authorizeEach<Req>(
   base: { readonly principal: string; readonly request: Req },
   run: AuthorizeRun,
 ): string[] | Promise<string[]> {
-  const { semaphore, timeoutMs } = run;
+  const { semaphore, timeoutMs, outcomes } = run;
   const admitted = new Uint8Array(items.length);
   let ended = false;
   /** Set once the run's signal aborted (read from a local: `signal.aborted` costs a call per item). */
@@ -129,12 +142,16 @@ export function authorizeEach<Req>(
   const settle = (pending: PromiseLike<boolean>, context: CallContext<Req>, stage: number): Promise<boolean> =>
     new Promise<boolean>((resolve) => {
       let open = true;
+      let timedOut = false;
       let timer: NodeJS.Timeout | undefined;
       const finish = (verdict: boolean, failed: boolean, error?: unknown): void => {
         if (!open) return;
         open = false;
         if (timer !== undefined) clearTimeout(timer);
         semaphore.release();
+        if (outcomes !== undefined && !ended) {
+          (outcomes[stage] as StageCounts)[timedOut ? TIMEOUT : failed ? ERROR : verdict ? ALLOWED : DENIED]++;
+        }
         // After the run ended (deadline, client gone) a late failure is nobody's concern.
         if (failed && !ended) run.onError(error, stage);
         resolve(verdict);
@@ -142,6 +159,7 @@ export function authorizeEach<Req>(
       if (timeoutMs !== false) {
         timer = setTimeout(() => {
           const error = new CheckTimeoutError(timeoutMs);
+          timedOut = true;
           context.timedOut(error);
           finish(false, true, error);
         }, timeoutMs);
@@ -160,11 +178,13 @@ export function authorizeEach<Req>(
       result = (checks[stage] as ItemCheck<Req>)(item, context);
     } catch (error) {
       semaphore.release();
+      if (outcomes !== undefined) (outcomes[stage] as StageCounts)[ERROR]++;
       run.onError(error, stage);
       return false;
     }
     if (!isThenable(result)) {
       semaphore.release();
+      if (outcomes !== undefined) (outcomes[stage] as StageCounts)[result === true ? ALLOWED : DENIED]++;
       return result === true;
     }
     // This call keeps its context (it may read its signal later): the next call gets a fresh one.

@@ -3,6 +3,7 @@
  * their `code`, never with `instanceof`: two copies of the package in one app still agree on a
  * string. docs/error-codes.md lists every code with its cause and its fix.
  */
+import type { RefusalReason } from './types.ts';
 
 /** JSON-RPC error codes used by listen (spec §6). */
 export const RpcErrorCode = Object.freeze({
@@ -200,24 +201,7 @@ export class AuthorizeDeadlineError extends McpSubscriptionsError {
   }
 }
 
-/**
- * Why a listen request was refused before any stream opened. Each reason has one JSON-RPC code
- * (below) and one HTTP status (lib/http.ts).
- */
-export type RefusalReason =
-  | 'parse-error'
-  | 'invalid-request'
-  | 'unsupported-media-type'
-  | 'not-acceptable'
-  | 'body-too-large'
-  | 'invalid-params'
-  | 'header-mismatch'
-  | 'unsupported-protocol-version'
-  | 'method-not-found'
-  | 'missing-capability'
-  | 'capacity'
-  | 'shutting-down'
-  | 'internal';
+export type { RefusalReason };
 
 /** The JSON-RPC code of each refusal (spec §6). */
 const REFUSAL_RPC_CODE: Readonly<Record<RefusalReason, number>> = Object.freeze({

@@ -44,6 +44,8 @@ export interface ListenHandler<Req = unknown> {
    * `false` when it names none (the adapter passes it on to the host's MCP server).
    */
   cancel(principal: string, body: unknown): boolean;
+  /** Counts a refusal the HTTP layer answered itself, before {@link handle} (`stats().refusals`). */
+  refused(reason: RefusalReason): void;
 }
 
 /**
@@ -389,6 +391,7 @@ export function dispatchRequest<Req>(
     options.handler.options.logger.error(
       `\`principal\` returned ${describeValue(named)}; expected a string without NUL characters, or undefined for an anonymous caller`,
     );
+    options.handler.refused('internal');
     writeProtocolError(claim(), new ProtocolError('internal', 'Internal error', { id: echoableId(body) }));
     return Promise.resolve();
   }
@@ -448,6 +451,8 @@ export async function serveNodeRequest<Req extends NodeRequest>(
       rawBody = await readRequestBody(req, options.maxBodyBytes);
     } catch (error) {
       if (hasErrorCode(error, ErrorCode.Protocol)) {
+        // Counted as a listen refused only when its header named listen: other MCP requests are the host's.
+        if (headerListen) options.handler.refused('body-too-large');
         refuseOversizedBody(req, res, error as ProtocolError);
         return 'served';
       }

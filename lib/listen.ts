@@ -3,7 +3,7 @@
  * stream, acknowledge, register with the hub. Adapters call {@link createListenHandler} once and hand
  * each request's body, headers, principal and raw response to it; lib/http.ts is its HTTP face.
  */
-import { authorizeEach, CheckSemaphore, type ItemCheck } from './authorize.ts';
+import { authorizeEach, CheckSemaphore, type ItemCheck, type StageCounts } from './authorize.ts';
 import { defineCapabilities } from './capabilities.ts';
 import { checkErrorChannel } from './diagnostics.ts';
 import {
@@ -14,6 +14,7 @@ import {
   OptionsError,
   ProtocolError,
 } from './errors.ts';
+import type { RefusalReason } from './errors.ts';
 import { SUPPORTED_PROTOCOL_VERSIONS } from './events.ts';
 import { negotiate, writeProtocolError, type ListenHandler, type ListenInput } from './http.ts';
 import type { StreamResponse } from './listen-stream.ts';
@@ -28,6 +29,7 @@ import {
   type ListenRequest,
 } from './protocol.ts';
 import { HUB_OPTION_KEYS, hubEngine, isHub, REMOVED_HUB_OPTIONS } from './subscription-hub.ts';
+import { recordAck, recordAuthorization, recording as telemetryRecording, type CheckName } from './telemetry.ts';
 import type {
   CheckErrorMessage,
   ListenHandlerOptions,
@@ -199,6 +201,10 @@ const ANONYMOUS_WITH_READ_CHECK =
   "(or of the app), not in its handler; in Nest authenticate in a global guard or in the module's `guards`. Or your auth keeps the caller elsewhere than `req.auth.extra.sub` or `req.user`: give the " +
   '`principal` option. Logged once (docs/mount-order.md)';
 
+function noOutcomes(): StageCounts {
+  return [0, 0, 0, 0];
+}
+
 /**
  * Creates the listen engine an adapter serves requests with. Options are validated here; a mistake
  * throws an `OptionsError` naming the field.
@@ -224,6 +230,10 @@ export function createListenHandler<Req = unknown>(
   if (resolved.handleSubscribeResource) uriChecks.push(resolved.handleSubscribeResource);
   const taskChecks: ItemCheck<Req>[] = resolved.canAccessTask ? [resolved.canAccessTask] : [];
   const stageNames = ['canRead', 'handleSubscribeResource'];
+  /** The telemetry name of each URI check stage, in the order the checks run. */
+  const uriCheckNames: CheckName[] = [];
+  if (resolved.canRead) uriCheckNames.push('can_read');
+  if (resolved.handleSubscribeResource) uriCheckNames.push('handle_subscribe_resource');
   // A listen without a principal whose every URI the read check refused: most likely auth that runs
   // after us. Said once per engine (one per middleware or module): anonymous callers may be intended.
   const readChecked = capabilities.resourceSubscriptions && resolved.canRead !== undefined;
@@ -269,17 +279,36 @@ export function createListenHandler<Req = unknown>(
       signal,
       semaphore,
     };
-    const uris =
-      requested.resourceSubscriptions && capabilities.resourceSubscriptions
-        ? authorizeEach(requested.resourceSubscriptions, uriChecks, context, { ...run, onError: onResourceError })
-        : undefined;
-    const taskIds =
-      requested.taskIds && capabilities.tasks
-        ? authorizeEach(requested.taskIds, taskChecks, context, { ...run, onError: onTaskError })
-        : undefined;
+    const checkUris = requested.resourceSubscriptions !== undefined && capabilities.resourceSubscriptions;
+    const checkTasks = requested.taskIds !== undefined && capabilities.tasks;
+    // Outcomes are counted only while telemetry records, and only for a listen that has items to check.
+    const measured = (checkUris || checkTasks) && telemetryRecording();
+    const started = measured ? performance.now() : 0;
+    const uriOutcomes = measured && checkUris ? uriCheckNames.map(noOutcomes) : undefined;
+    const taskOutcomes = measured && checkTasks && taskChecks.length > 0 ? [noOutcomes()] : undefined;
+    const uris = checkUris
+      ? authorizeEach(requested.resourceSubscriptions, uriChecks, context, {
+          ...run,
+          onError: onResourceError,
+          ...(uriOutcomes !== undefined ? { outcomes: uriOutcomes } : {}),
+        })
+      : undefined;
+    const taskIds = checkTasks
+      ? authorizeEach(requested.taskIds, taskChecks, context, {
+          ...run,
+          onError: onTaskError,
+          ...(taskOutcomes !== undefined ? { outcomes: taskOutcomes } : {}),
+        })
+      : undefined;
     const done = (kept: { uris: string[] | undefined; taskIds: string[] | undefined }): NotificationFilter => {
       if (kept.uris !== undefined && kept.uris.length > 0) honored.resourceSubscriptions = kept.uris;
       if (kept.taskIds !== undefined && kept.taskIds.length > 0) honored.taskIds = kept.taskIds;
+      if (measured) {
+        const outcomes = new Map<CheckName, StageCounts>();
+        uriOutcomes?.forEach((counts, stage) => outcomes.set(uriCheckNames[stage] as CheckName, counts));
+        if (taskOutcomes !== undefined) outcomes.set('can_access_task', taskOutcomes[0] as StageCounts);
+        recordAuthorization(performance.now() - started, outcomes);
+      }
       return honored;
     };
     if (!(uris instanceof Promise) && !(taskIds instanceof Promise)) return done({ uris, taskIds });
@@ -287,6 +316,7 @@ export function createListenHandler<Req = unknown>(
   }
 
   async function handle(input: ListenInput<Req>, res: StreamResponse): Promise<void> {
+    const received = telemetryRecording() ? performance.now() : undefined;
     let request: ListenRequest;
     let id: RequestId | null = null;
     try {
@@ -298,7 +328,7 @@ export function createListenHandler<Req = unknown>(
       id = echoableId(body);
       request = parseListenRequest(body, input.headers, parseOptions);
     } catch (error) {
-      if (hasErrorCode(error, ErrorCode.Protocol)) writeProtocolError(res, error as ProtocolError);
+      if (hasErrorCode(error, ErrorCode.Protocol)) refuse(res, error as ProtocolError);
       else fail(res, error, id);
       return;
     }
@@ -308,7 +338,7 @@ export function createListenHandler<Req = unknown>(
     try {
       reservation = engine.reserve(principal, request.id);
     } catch (error) {
-      if (hasErrorCode(error, ErrorCode.Protocol)) writeProtocolError(res, error as ProtocolError);
+      if (hasErrorCode(error, ErrorCode.Protocol)) refuse(res, error as ProtocolError);
       else fail(res, error, request.id);
       return;
     }
@@ -395,17 +425,24 @@ export function createListenHandler<Req = unknown>(
         ackFrame: ackFrame(idJson, honored),
         resultFrame: result,
       });
+      if (received !== undefined) recordAck(performance.now() - received);
     } catch (error) {
       reservation.release();
       // The hub closing while this request was being authorized is a refusal, not a failure.
-      if (hasErrorCode(error, ErrorCode.Protocol)) writeProtocolError(res, error as ProtocolError);
+      if (hasErrorCode(error, ErrorCode.Protocol)) refuse(res, error as ProtocolError);
       else fail(res, error, request.id);
     }
   }
 
+  /** Answers a refusal, counted by its reason in the hub's `stats().refusals`. */
+  function refuse(res: StreamResponse, error: ProtocolError): void {
+    engine.refused(error.reason);
+    writeProtocolError(res, error);
+  }
+
   function fail(res: StreamResponse, error: unknown, id: RequestId | null): void {
     logger.error('subscriptions/listen failed', { error });
-    writeProtocolError(res, new ProtocolError('internal', 'Internal error', { id }));
+    refuse(res, new ProtocolError('internal', 'Internal error', { id }));
     if (res.headersSent && !res.writableEnded && !res.destroyed) res.destroy();
   }
 
@@ -416,5 +453,10 @@ export function createListenHandler<Req = unknown>(
     return requestId !== undefined && engine.cancel(principal, requestId) > 0;
   }
 
-  return Object.freeze({ options: resolved, handle, cancel });
+  return Object.freeze({
+    options: resolved,
+    handle,
+    cancel,
+    refused: (reason: RefusalReason) => engine.refused(reason),
+  });
 }

@@ -18,6 +18,7 @@ import {
   OptionsError,
   ProtocolError,
   SUBSCRIPTION_LIMIT_MESSAGE,
+  type RefusalReason,
 } from './errors.ts';
 import {
   KeepAliveClocks,
@@ -28,6 +29,7 @@ import {
   type StreamShared,
 } from './listen-stream.ts';
 import { ANONYMOUS_GROUP, isAnonymous, quotaKey } from './principal.ts';
+import { publishContext, recordLag, registerHub, tracedDelivery, type TelemetrySource } from './telemetry.ts';
 import { eventFrame, validateEvent } from './protocol.ts';
 import type { SplitFrame } from './sse.ts';
 import type {
@@ -168,6 +170,8 @@ export interface HubEngine {
    * (for the same principal only).
    */
   cancel(principal: string, id: RequestId): number;
+  /** Counts a listen request refused before a stream opened (`stats().refusals`). */
+  refused(reason: RefusalReason): void;
 }
 
 /**
@@ -328,6 +332,30 @@ export class SubscriptionHub implements Hub {
   private published = 0;
   private opened = 0;
   private refused = 0;
+  private readonly refusals: Record<RefusalReason, number> = {
+    'parse-error': 0,
+    'invalid-request': 0,
+    'unsupported-media-type': 0,
+    'not-acceptable': 0,
+    'body-too-large': 0,
+    'invalid-params': 0,
+    'header-mismatch': 0,
+    'unsupported-protocol-version': 0,
+    'method-not-found': 0,
+    'missing-capability': 0,
+    capacity: 0,
+    'shutting-down': 0,
+    internal: 0,
+  };
+  /** Open streams that follow at least one URI, and at least one task id (for telemetry). */
+  private withUris = 0;
+  private withTaskIds = 0;
+  /** What telemetry reads of this hub; held here, since telemetry holds it weakly. */
+  private readonly telemetry: TelemetrySource = {
+    stats: () => this.stats(),
+    streamsWithKeys: () => ({ uris: this.withUris, taskIds: this.withTaskIds }),
+    bus: () => this.options.bus,
+  };
   /** Listens the SDK served itself, refused by {@link subscribe}. */
   private uncheckedListens = 0;
   private closing = false;
@@ -348,12 +376,17 @@ export class SubscriptionHub implements Hub {
     const engine: HubEngine = Object.freeze({
       reserve: (principal: string, id: RequestId | null = null) => this.#reserve(principal, id),
       cancel: (principal: string, id: RequestId) => this.#cancel(principal, id),
+      refused: (reason: RefusalReason) => {
+        this.refusals[reason]++;
+      },
     });
     Object.defineProperty(this, HUB_ENGINE, { value: engine });
     this.member = this.options.bus.join({
-      event: (event) => {
+      event: (event, context) => {
         try {
-          this.deliver(event);
+          if (context !== undefined) recordLag(context.publishedAt);
+          if (context?.traceparent === undefined) this.deliver(event);
+          else tracedDelivery(event, context, true, () => this.deliver(event));
         } catch (error) {
           this.fromBusFailed(error);
         }
@@ -366,6 +399,7 @@ export class SubscriptionHub implements Hub {
         }
       },
     });
+    registerHub(this.telemetry);
   }
 
   toolsListChanged(): PublishReport {
@@ -392,11 +426,15 @@ export class SubscriptionHub implements Hub {
     const valid = validateEvent(event);
     // Host code may still publish while the app shuts down: a closed hub delivers nothing, quietly.
     if (this.closing) return { matched: 0, written: 0, queued: 0, coalesced: 0 };
-    const report = this.deliver(valid);
+    const context = publishContext();
+    const report =
+      context.traceparent === undefined
+        ? this.deliver(valid)
+        : tracedDelivery(valid, context, false, () => this.deliver(valid));
     // The bus contract says publish never throws; one that does must still not reach the host's route
     // (the event was delivered here). Inline, not through a helper: no closure per publish.
     try {
-      this.member.publish(valid);
+      this.member.publish(valid, context);
       this.busFailing = false;
     } catch (error) {
       this.busFailed(error);
@@ -554,6 +592,7 @@ export class SubscriptionHub implements Hub {
       closed: { ...this.closedBy },
       cutOff: this.counters.cutOff,
       refused: this.refused,
+      refusals: { ...this.refusals },
       uncheckedListens: this.uncheckedListens,
       maxSubscriptions: this.options.maxSubscriptions,
     };
@@ -669,6 +708,8 @@ export class SubscriptionHub implements Hub {
     if (filter.resourcesListChanged) this.byList.resources_list_changed.add(stream);
     for (const uri of filter.resourceSubscriptions ?? []) addTo(this.byUri, uri, stream);
     for (const taskId of filter.taskIds ?? []) addTo(this.byTask, taskId, stream);
+    if (filter.resourceSubscriptions !== undefined) this.withUris++;
+    if (filter.taskIds !== undefined) this.withTaskIds++;
     addTo(this.byRequest, requestKey(principal, init.id), stream);
     if (streamOpenChannel.hasSubscribers) {
       streamOpenChannel.publish({ principal, filter: filterSummary(filter) } satisfies StreamOpenMessage);
@@ -692,6 +733,8 @@ export class SubscriptionHub implements Hub {
     this.byList.resources_list_changed.delete(stream);
     for (const uri of filter.resourceSubscriptions ?? []) removeFrom(this.byUri, uri, stream);
     for (const taskId of filter.taskIds ?? []) removeFrom(this.byTask, taskId, stream);
+    if (filter.resourceSubscriptions !== undefined) this.withUris--;
+    if (filter.taskIds !== undefined) this.withTaskIds--;
     removeFrom(this.byRequest, requestKey(stream.principal, stream.id), stream);
     this.decrementPrincipal(stream.principal);
     this.unfollow(stream.principal, filter);

@@ -320,7 +320,13 @@ export interface HubStats {
   closed: Record<CloseReason, number>;
   /** Ending streams cut off because their client did not read the last frames within `completeTimeoutMs`. */
   cutOff: number;
+  /** Listen requests refused for capacity or because the hub was shutting down (both are in {@link refusals} too). */
   refused: number;
+  /**
+   * Listen requests answered with an error before a stream opened, by reason (the reasons of
+   * docs/error-codes.md's refusal table): every reason is present, 0 when none happened.
+   */
+  refusals: Record<RefusalReason, number>;
   /**
    * Listen requests that reached the MCP SDK's own listen handler past this library (the hub being the
    * SDK's `bus`) and were refused by `subscribe()`: a mount-order mistake whenever above 0
@@ -585,3 +591,22 @@ export interface UncheckedListenMessage {
   /** The hub's `stats().uncheckedListens`, this one included. */
   readonly uncheckedListens: number;
 }
+
+/**
+ * Why a listen request was refused before any stream opened. Each reason has one JSON-RPC code
+ * (lib/errors.ts) and one HTTP status (lib/http.ts), and is counted in `stats().refusals`.
+ */
+export type RefusalReason =
+  | 'parse-error'
+  | 'invalid-request'
+  | 'unsupported-media-type'
+  | 'not-acceptable'
+  | 'body-too-large'
+  | 'invalid-params'
+  | 'header-mismatch'
+  | 'unsupported-protocol-version'
+  | 'method-not-found'
+  | 'missing-capability'
+  | 'capacity'
+  | 'shutting-down'
+  | 'internal';

@@ -1,0 +1,478 @@
+/**
+ * OpenTelemetry instruments and cross-node trace links, through `@opentelemetry/api` when the app
+ * has it (an optional peer dependency). Nothing to configure: the first hub loads the API, and the
+ * instruments report through the MeterProvider the app registered globally before that hub was made.
+ * Without the API, or without a registered provider, nothing is recorded and nothing costs more than a
+ * check of a local.
+ *
+ * Counters and gauges are observable: read from every live hub's `stats()` (and its bus's) when the
+ * app's reader collects, summed over hubs, so they equal `hub.stats()` by construction and cost the
+ * hot path nothing. Only what `stats()` cannot answer is recorded as it happens, once per listen or
+ * per received event: the acknowledgement's latency, the authorization's duration and outcomes, the
+ * bus's publish → receive lag.
+ *
+ * No attribute carries a principal, a URI, a task id, a listen id or any other value a client or the
+ * host's data chooses: every attribute value comes from a closed set written here (cardinality, and
+ * the operator's scraper is no place for personal data).
+ */
+import type * as OpenTelemetry from '@opentelemetry/api';
+import type {
+  Attributes,
+  BatchObservableResult,
+  Counter,
+  Histogram,
+  Link,
+  Meter,
+  Observable,
+  ObservableCounter,
+  ObservableGauge,
+  ObservableUpDownCounter,
+  SpanContext,
+  Tracer,
+} from '@opentelemetry/api';
+import type { StageCounts } from './authorize.ts';
+import type { RefusalReason } from './errors.ts';
+import type { CloseReason, EventContext, HubStats, ListChangedKind, SubscriptionEvent } from './types.ts';
+
+type Api = typeof OpenTelemetry;
+
+/** The instrumentation scope's name: the package's. */
+export const INSTRUMENTATION_NAME = 'mcp-subscriptions';
+
+/** The longest `tracestate` carried with an event; a longer one is left out (the link keeps its trace and span). */
+export const MAX_TRACESTATE_LENGTH = 512;
+
+const TRACEPARENT = /^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/;
+
+/** What telemetry reads of a hub when the app's reader collects. */
+export interface TelemetrySource {
+  stats(): HubStats;
+  /** Open streams that follow at least one resource URI, and at least one task. */
+  streamsWithKeys(): { readonly uris: number; readonly taskIds: number };
+  /** The hub's bus, whose `stats()` (the Redis bus's) are read when it has one. */
+  bus(): object;
+}
+
+/** A bus's counters as the Redis bus reports them (`bus.stats()`); other buses may have none. */
+interface BusCounters {
+  readonly connected?: unknown;
+  readonly published?: unknown;
+  readonly received?: unknown;
+  readonly dropped?: unknown;
+}
+
+/** Which host check an authorization outcome is about. */
+export type CheckName = 'can_read' | 'handle_subscribe_resource' | 'can_access_task';
+
+/** How one check of one item ended. */
+export type CheckOutcome = 'allowed' | 'denied' | 'error' | 'timeout';
+
+const OUTCOMES: readonly CheckOutcome[] = ['allowed', 'denied', 'error', 'timeout'];
+
+/**
+ * Bucket boundaries of the duration histograms, in seconds (advice the SDK applies unless the app's
+ * views say otherwise): from half a millisecond, where a listen of a few URIs and a same-region Redis
+ * hop land, to ten seconds, the default authorization deadline. The SDK's own defaults suit
+ * milliseconds and would put every one of these durations in the first bucket.
+ */
+const SECONDS_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+interface Instruments {
+  readonly meter: Meter;
+  readonly ack: Histogram;
+  readonly authorization: Histogram;
+  readonly checks: Counter;
+  readonly lag: Histogram;
+  /** Attribute sets of the checks counter, made once (an object per record would be garbage per listen). */
+  readonly checkAttributes: ReadonlyMap<CheckName, readonly Attributes[]>;
+}
+
+let api: Api | undefined;
+let loading: Promise<void> | undefined;
+let instruments: Instruments | undefined;
+let tracer: Tracer | undefined;
+const sources = new Set<WeakRef<TelemetrySource>>();
+/** The sources not yet attached to a meter (registered before the API was loaded). */
+let waiting: TelemetrySource[] = [];
+
+/**
+ * Registers a hub. The API is loaded on the first call (a dynamic import, so the package needs it only
+ * when it is there); the hub is read from the next collection on. Held weakly: a hub that is gone
+ * stops being read.
+ */
+export function registerHub(source: TelemetrySource): void {
+  if (api !== undefined) {
+    attach(api, source);
+    return;
+  }
+  waiting.push(source);
+  loading ??= import('@opentelemetry/api').then(
+    (loaded) => {
+      api = loaded;
+      const early = waiting;
+      waiting = [];
+      for (const each of early) attach(loaded, each);
+    },
+    () => {
+      // Not installed: no instruments, and nothing waits for them.
+      waiting = [];
+    },
+  );
+}
+
+/** Resolves once the API has been loaded, or found missing (for tests and for a host that must know). */
+export function telemetryLoaded(): Promise<void> {
+  return loading ?? Promise.resolve();
+}
+
+function attach(loaded: Api, source: TelemetrySource): void {
+  sources.add(new WeakRef(source));
+  // The meter of the provider registered now: an app registers its provider before it makes its hubs
+  // (a provider registered later is used from the next hub made after it).
+  const meter = loaded.metrics.getMeter(INSTRUMENTATION_NAME);
+  // No provider registered: the API's no-op meter. Nothing is made, so the listen path does not even
+  // read the clock for instruments that would discard it.
+  if (meter !== loaded.createNoopMeter() && instruments?.meter !== meter) instruments = createInstruments(meter);
+  tracer = loaded.trace.getTracer(INSTRUMENTATION_NAME);
+}
+
+function createInstruments(meter: Meter): Instruments {
+  const gauge = (name: string, description: string, unit: string): ObservableUpDownCounter =>
+    meter.createObservableUpDownCounter(name, { description, unit });
+  const counter = (name: string, description: string, unit: string): ObservableCounter =>
+    meter.createObservableCounter(name, { description, unit });
+
+  const streams = gauge('mcp.subscriptions.streams', 'Open listen streams.', '{stream}');
+  const following = gauge(
+    'mcp.subscriptions.streams.following',
+    'Open listen streams that follow an event kind (a stream may follow several).',
+    '{stream}',
+  );
+  const pending = gauge(
+    'mcp.subscriptions.streams.pending',
+    'Listen requests holding a slot while their URIs and task ids are authorized.',
+    '{stream}',
+  );
+  const queued = gauge(
+    'mcp.subscriptions.queue.depth',
+    'Events waiting in the queues of streams whose clients do not keep up, over all streams.',
+    '{event}',
+  );
+  const opened = counter('mcp.subscriptions.listens.opened', 'Listen streams opened.', '{stream}');
+  const refused = counter(
+    'mcp.subscriptions.listens.refused',
+    'Listen requests refused before a stream opened, by reason (error.type).',
+    '{request}',
+  );
+  const closed = counter('mcp.subscriptions.streams.closed', 'Listen streams closed, by reason.', '{stream}');
+  const published = counter(
+    'mcp.subscriptions.events.published',
+    'Events the hub delivered to its streams: published on this node or received over the bus.',
+    '{event}',
+  );
+  const deliveries = counter('mcp.subscriptions.deliveries', 'Event frames written to listen streams.', '{event}');
+  const coalesced = counter(
+    'mcp.subscriptions.events.coalesced',
+    'Queued events replaced by a newer event of the same key before their stream drained.',
+    '{event}',
+  );
+  const dropped = counter(
+    'mcp.subscriptions.events.dropped',
+    'Events that did not reach a stream that follows them (the stream was closed while they waited).',
+    '{event}',
+  );
+  const busConnected: ObservableGauge = meter.createObservableGauge('mcp.subscriptions.bus.connected', {
+    description: 'Whether the bus is connected (1) or not (0); absent for a bus with no connection state.',
+    unit: '1',
+  });
+  const busPublished = counter('mcp.subscriptions.bus.published', 'Messages the bus published.', '{message}');
+  const busReceived = counter(
+    'mcp.subscriptions.bus.received',
+    'Valid messages the bus received from other nodes.',
+    '{message}',
+  );
+  const busDropped = counter(
+    'mcp.subscriptions.bus.dropped',
+    'Messages the bus lost: not sent while disconnected or refused, or received and invalid.',
+    '{message}',
+  );
+  const observables: Observable[] = [
+    streams,
+    following,
+    pending,
+    queued,
+    opened,
+    refused,
+    closed,
+    published,
+    deliveries,
+    coalesced,
+    dropped,
+    busConnected,
+    busPublished,
+    busReceived,
+    busDropped,
+  ];
+
+  const kindAttributes = new Map<string, Attributes>();
+  const attributes = (key: string, value: string): Attributes => {
+    const id = `${key}=${value}`;
+    let made = kindAttributes.get(id);
+    if (made === undefined) kindAttributes.set(id, (made = Object.freeze({ [key]: value })));
+    return made;
+  };
+
+  meter.addBatchObservableCallback((result: BatchObservableResult) => {
+    const sum = emptySums();
+    const buses = new Set<object>();
+    for (const ref of sources) {
+      const source = ref.deref();
+      if (source === undefined) {
+        sources.delete(ref);
+        continue;
+      }
+      addStats(sum, source.stats(), source.streamsWithKeys());
+      // Two hubs on one bus: its counters once.
+      const bus = source.bus();
+      if (!buses.has(bus)) {
+        buses.add(bus);
+        addBus(sum, bus);
+      }
+    }
+    result.observe(streams, sum.open);
+    result.observe(pending, sum.pending);
+    result.observe(queued, sum.queued);
+    result.observe(opened, sum.opened);
+    result.observe(published, sum.published);
+    result.observe(deliveries, sum.written);
+    result.observe(coalesced, sum.coalesced);
+    result.observe(dropped, sum.dropped);
+    for (const [kind, count] of Object.entries(sum.following)) {
+      result.observe(following, count, attributes('mcp.subscriptions.event.kind', kind));
+    }
+    for (const [reason, count] of Object.entries(sum.refusals)) {
+      result.observe(refused, count, attributes('error.type', reason));
+    }
+    for (const [reason, count] of Object.entries(sum.closed)) {
+      result.observe(closed, count, attributes('mcp.subscriptions.close.reason', reason));
+    }
+    if (sum.bus) {
+      if (sum.busConnected !== undefined) result.observe(busConnected, sum.busConnected ? 1 : 0);
+      result.observe(busPublished, sum.busPublished);
+      result.observe(busReceived, sum.busReceived);
+      result.observe(busDropped, sum.busDropped);
+    }
+  }, observables);
+
+  const checkAttributes = new Map<CheckName, readonly Attributes[]>();
+  for (const check of ['can_read', 'handle_subscribe_resource', 'can_access_task'] as const) {
+    checkAttributes.set(
+      check,
+      OUTCOMES.map((outcome) =>
+        Object.freeze({ 'mcp.subscriptions.check': check, 'mcp.subscriptions.check.outcome': outcome }),
+      ),
+    );
+  }
+  return {
+    meter,
+    checkAttributes,
+    ack: meter.createHistogram('mcp.subscriptions.ack.duration', {
+      description: 'From a listen request reaching the handler to its acknowledgement written.',
+      unit: 's',
+      advice: { explicitBucketBoundaries: SECONDS_BUCKETS },
+    }),
+    authorization: meter.createHistogram('mcp.subscriptions.authorization.duration', {
+      description: "How long a listen request's URIs and task ids took to pass the host's checks.",
+      unit: 's',
+      advice: { explicitBucketBoundaries: SECONDS_BUCKETS },
+    }),
+    checks: meter.createCounter('mcp.subscriptions.authorization.checks', {
+      description: 'Host checks of one URI or task id, by check and outcome.',
+      unit: '{check}',
+    }),
+    lag: meter.createHistogram('mcp.subscriptions.bus.lag', {
+      description:
+        "From an event's publish on one node to its receipt on another, by the two nodes' clocks (their offset included).",
+      unit: 's',
+      advice: { explicitBucketBoundaries: SECONDS_BUCKETS },
+    }),
+  };
+}
+
+interface Sums {
+  open: number;
+  pending: number;
+  queued: number;
+  opened: number;
+  published: number;
+  written: number;
+  coalesced: number;
+  dropped: number;
+  following: Record<ListChangedKind | 'resource_updated' | 'task_status', number>;
+  refusals: Record<string, number>;
+  closed: Record<string, number>;
+  bus: boolean;
+  busConnected: boolean | undefined;
+  busPublished: number;
+  busReceived: number;
+  busDropped: number;
+}
+
+function emptySums(): Sums {
+  return {
+    open: 0,
+    pending: 0,
+    queued: 0,
+    opened: 0,
+    published: 0,
+    written: 0,
+    coalesced: 0,
+    dropped: 0,
+    following: {
+      tools_list_changed: 0,
+      prompts_list_changed: 0,
+      resources_list_changed: 0,
+      resource_updated: 0,
+      task_status: 0,
+    },
+    refusals: {},
+    closed: {},
+    bus: false,
+    busConnected: undefined,
+    busPublished: 0,
+    busReceived: 0,
+    busDropped: 0,
+  };
+}
+
+function addStats(sum: Sums, stats: HubStats, withKeys: { readonly uris: number; readonly taskIds: number }): void {
+  sum.open += stats.openStreams;
+  sum.pending += stats.pendingStreams;
+  sum.queued += stats.queued;
+  sum.opened += stats.opened;
+  sum.published += stats.published;
+  sum.written += stats.written;
+  sum.coalesced += stats.coalesced;
+  sum.dropped += stats.dropped;
+  sum.following.tools_list_changed += stats.listening.toolsListChanged;
+  sum.following.prompts_list_changed += stats.listening.promptsListChanged;
+  sum.following.resources_list_changed += stats.listening.resourcesListChanged;
+  sum.following.resource_updated += withKeys.uris;
+  sum.following.task_status += withKeys.taskIds;
+  for (const [reason, count] of Object.entries(stats.refusals) as [RefusalReason, number][]) {
+    sum.refusals[reason] = (sum.refusals[reason] ?? 0) + count;
+  }
+  for (const [reason, count] of Object.entries(stats.closed) as [CloseReason, number][]) {
+    sum.closed[reason] = (sum.closed[reason] ?? 0) + count;
+  }
+}
+
+function addBus(sum: Sums, bus: object): void {
+  const read = (bus as { stats?: unknown }).stats;
+  if (typeof read !== 'function') return;
+  let counters: BusCounters;
+  try {
+    counters = (read as () => BusCounters).call(bus);
+  } catch {
+    return;
+  }
+  if (typeof counters !== 'object' || counters === null) return;
+  const count = (value: unknown): number => (typeof value === 'number' && Number.isFinite(value) ? value : 0);
+  sum.bus = true;
+  if (typeof counters.connected === 'boolean') sum.busConnected = (sum.busConnected ?? true) && counters.connected;
+  sum.busPublished += count(counters.published);
+  sum.busReceived += count(counters.received);
+  sum.busDropped += count(counters.dropped);
+}
+
+/** Whether the instruments record: the API loaded and a MeterProvider registered before a hub was made. */
+export function recording(): boolean {
+  return instruments !== undefined;
+}
+
+/** A listen's acknowledgement was written `ms` after its request reached the handler. */
+export function recordAck(ms: number): void {
+  instruments?.ack.record(ms / 1000);
+}
+
+/** A listen request's items were authorized in `ms`, with these outcomes per check. */
+export function recordAuthorization(ms: number, outcomes: ReadonlyMap<CheckName, StageCounts>): void {
+  const made = instruments;
+  if (made === undefined) return;
+  made.authorization.record(ms / 1000);
+  for (const [check, counts] of outcomes) {
+    const sets = made.checkAttributes.get(check) as readonly Attributes[];
+    for (let i = 0; i < counts.length; i++) {
+      const count = counts[i] as number;
+      if (count > 0) made.checks.add(count, sets[i]);
+    }
+  }
+}
+
+/** An event published at `publishedAt` (the publisher's clock) arrived now. */
+export function recordLag(publishedAt: number | undefined): void {
+  if (publishedAt === undefined || instruments === undefined) return;
+  // Clocks of two machines differ: a negative lag is their offset, counted as none.
+  instruments.lag.record(Math.max(0, Date.now() - publishedAt) / 1000);
+}
+
+/**
+ * What travels with an event published now: its time, and the W3C trace context of the active span
+ * when there is a valid one (a publish inside an operation the app traces).
+ */
+export function publishContext(): EventContext {
+  const publishedAt = Date.now();
+  const loaded = api;
+  if (loaded === undefined) return { publishedAt };
+  const span = loaded.trace.getSpan(loaded.context.active());
+  if (span === undefined) return { publishedAt };
+  const context = span.spanContext();
+  if (!loaded.isSpanContextValid(context)) return { publishedAt };
+  const traceparent = `00-${context.traceId}-${context.spanId}-${(context.traceFlags & 0xff).toString(16).padStart(2, '0')}`;
+  const state = context.traceState?.serialize();
+  return state !== undefined && state !== '' && state.length <= MAX_TRACESTATE_LENGTH
+    ? { publishedAt, traceparent, tracestate: state }
+    : { publishedAt, traceparent };
+}
+
+/**
+ * Runs `deliver` inside a span linked to the publishing span of `context`, when the event carries
+ * one and a tracer is there; else just runs it. The span is named for the event's kind (a closed set)
+ * and says how many streams the delivery reached.
+ */
+export function tracedDelivery<T extends { readonly matched: number }>(
+  event: SubscriptionEvent,
+  context: EventContext | undefined,
+  remote: boolean,
+  deliver: () => T,
+): T {
+  const loaded = api;
+  const traceparent = context?.traceparent;
+  if (loaded === undefined || tracer === undefined || traceparent === undefined || !TRACEPARENT.test(traceparent)) {
+    return deliver();
+  }
+  const [, traceId, spanId, flags] = traceparent.split('-') as [string, string, string, string];
+  const linked: SpanContext = {
+    traceId,
+    spanId,
+    traceFlags: Number.parseInt(flags, 16),
+    isRemote: remote,
+    ...(context?.tracestate !== undefined ? { traceState: loaded.createTraceState(context.tracestate) } : {}),
+  };
+  const link: Link = { context: linked };
+  const span = tracer.startSpan(`deliver ${event.kind}`, {
+    kind: loaded.SpanKind.CONSUMER,
+    links: [link],
+    attributes: { 'mcp.subscriptions.event.kind': event.kind, 'mcp.subscriptions.remote': remote },
+  });
+  try {
+    const report = deliver();
+    span.setAttribute('mcp.subscriptions.streams.matched', report.matched);
+    return report;
+  } catch (error) {
+    span.setStatus({ code: loaded.SpanStatusCode.ERROR });
+    throw error;
+  } finally {
+    span.end();
+  }
+}

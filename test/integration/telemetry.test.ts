@@ -1,0 +1,270 @@
+/**
+ * OpenTelemetry, as an operator meets it: a MeterProvider and a TracerProvider registered globally
+ * before the hubs are made (the SDK's own, with readers that collect on demand), an Express app with the
+ * middleware over real loopback HTTP and a real SSE reader, and a workload. The instruments must say
+ * what `hub.stats()` says, carry no principal, URI or task id, and a publish made inside a span must be
+ * linked from each hub's delivery of it.
+ */
+import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
+import { context, metrics, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import {
+  AggregationTemporality,
+  DataPointType,
+  MeterProvider,
+  MetricReader,
+  type MetricData,
+} from '@opentelemetry/sdk-metrics';
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
+import express from 'express';
+import { MemoryBus, SubscriptionHub } from 'mcp-subscriptions';
+import { mcpSubscriptions } from 'mcp-subscriptions/express';
+import { telemetryLoaded } from '../../lib/telemetry.ts';
+import { authFromUserHeader, listenOn, type RunningServer } from '../helpers/express-apps.ts';
+import { recordingLogger, waitFor } from '../helpers/fake-response.ts';
+import { listen, listenHeaders, post, type SseStream } from '../helpers/sse.ts';
+
+/** A reader that collects when the test asks, as a scraper does. */
+class OnDemandReader extends MetricReader {
+  protected override onForceFlush(): Promise<void> {
+    return Promise.resolve();
+  }
+  protected override onShutdown(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+const SECRETS = {
+  principals: ['alice-7f3a', 'bob-91c2'],
+  uris: ['note://alice-7f3a/diary', 'note://bob-91c2/plans', 'note://alice-7f3a/refused'],
+};
+
+const reader = new OnDemandReader({ aggregationTemporalitySelector: () => AggregationTemporality.CUMULATIVE });
+const meterProvider = new MeterProvider({ readers: [reader] });
+const spans = new InMemorySpanExporter();
+const tracerProvider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: spans })] });
+
+let bus: MemoryBus;
+let hubA: SubscriptionHub;
+let hubB: SubscriptionHub;
+let server: RunningServer;
+const streams: SseStream[] = [];
+
+beforeAll(async () => {
+  // As an app does: the SDK first, then the library's objects.
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  metrics.setGlobalMeterProvider(meterProvider);
+  trace.setGlobalTracerProvider(tracerProvider);
+  bus = new MemoryBus();
+  hubA = new SubscriptionHub({ logger: recordingLogger(), bus, maxSubscriptionsPerPrincipal: 2 });
+  // A second node of the same process (a MemoryBus joins hubs): what it receives is measured too.
+  hubB = new SubscriptionHub({ logger: recordingLogger(), bus });
+  await telemetryLoaded();
+  const app = express();
+  app.post(
+    '/mcp',
+    authFromUserHeader,
+    mcpSubscriptions({
+      hub: hubA,
+      capabilities: { toolsListChanged: true, resourceSubscriptions: true },
+      canRead: (uri, { principal }) => uri.startsWith(`note://${principal}/`),
+      handleSubscribeResource: (uri) => !uri.endsWith('/refused'),
+      keepAliveMs: false,
+    }),
+    (_req, res) => {
+      res.status(404).end();
+    },
+  );
+  server = await listenOn(app);
+});
+
+afterAll(async () => {
+  for (const stream of streams) stream.close();
+  await hubA.close();
+  await hubB.close();
+  await server.close();
+  await meterProvider.shutdown();
+  await tracerProvider.shutdown();
+  metrics.disable();
+  trace.disable();
+  context.disable();
+});
+
+async function open(id: string, user: string, notifications: Record<string, unknown>): Promise<SseStream> {
+  const stream = await listen(server.url, id, notifications, { 'x-user': user });
+  streams.push(stream);
+  await stream.event(1);
+  return stream;
+}
+
+async function collect(): Promise<MetricData[]> {
+  const { resourceMetrics, errors } = await reader.collect();
+  expect(errors).toStrictEqual([]);
+  return resourceMetrics.scopeMetrics
+    .filter((scope) => scope.scope.name === 'mcp-subscriptions')
+    .flatMap((scope) => scope.metrics);
+}
+
+function metric(all: MetricData[], name: string): MetricData {
+  const found = all.find((each) => each.descriptor.name === name);
+  if (found === undefined) throw new Error(`no metric ${name}; have ${all.map((m) => m.descriptor.name).join(', ')}`);
+  return found;
+}
+
+/** A sum or gauge's value at the data point whose attributes are exactly `attributes`. */
+function valueOf(all: MetricData[], name: string, attributes: Record<string, string> = {}): number {
+  const data = metric(all, name);
+  const point = data.dataPoints.find((each) => JSON.stringify(each.attributes) === JSON.stringify(attributes));
+  if (point === undefined) return 0;
+  if (data.dataPointType === DataPointType.HISTOGRAM) {
+    return (point.value as { count: number }).count;
+  }
+  return point.value as number;
+}
+
+describe('metrics agree with hub.stats() after a workload', () => {
+  test('streams, listens, refusals, closes, deliveries, authorization, ack latency', async () => {
+    const alice = await open('a1', 'alice-7f3a', {
+      toolsListChanged: true,
+      resourceSubscriptions: [SECRETS.uris[0], SECRETS.uris[1], SECRETS.uris[2]],
+    });
+    const bob = await open('b1', 'bob-91c2', { resourceSubscriptions: [SECRETS.uris[1]] });
+    // Refused: invalid params (an entry that is not a URI), then capacity (alice's third stream).
+    const invalid = await post(
+      server.url,
+      {
+        jsonrpc: '2.0',
+        id: 'bad',
+        method: 'subscriptions/listen',
+        params: { notifications: { resourceSubscriptions: [7] } },
+      },
+      listenHeaders({ 'x-user': 'alice-7f3a' }),
+    );
+    await invalid.end();
+    await open('a2', 'alice-7f3a', { toolsListChanged: true });
+    const third = await listen(server.url, 'a3', { toolsListChanged: true }, { 'x-user': 'alice-7f3a' });
+    streams.push(third);
+    await third.end();
+    expect([invalid.status, third.status]).toStrictEqual([400, 503]);
+
+    hubA.toolsListChanged();
+    hubA.resourceUpdated(SECRETS.uris[0] as string);
+    hubB.resourceUpdated(SECRETS.uris[1] as string); // reaches bob on hub A over the bus
+    await alice.until(() => alice.events.length >= 3, 'alice: ack, tools, update');
+    await bob.until(() => bob.events.length >= 2, 'bob: ack, update');
+    bob.close();
+    await waitFor(() => hubA.stats().openStreams === 2, 'bob gone');
+
+    const all = await collect();
+    const stats = hubA.stats();
+    const statsB = hubB.stats();
+    expect({
+      streams: valueOf(all, 'mcp.subscriptions.streams'),
+      opened: valueOf(all, 'mcp.subscriptions.listens.opened'),
+      published: valueOf(all, 'mcp.subscriptions.events.published'),
+      deliveries: valueOf(all, 'mcp.subscriptions.deliveries'),
+      closedByClient: valueOf(all, 'mcp.subscriptions.streams.closed', { 'mcp.subscriptions.close.reason': 'client' }),
+      refusedCapacity: valueOf(all, 'mcp.subscriptions.listens.refused', { 'error.type': 'capacity' }),
+      refusedInvalid: valueOf(all, 'mcp.subscriptions.listens.refused', { 'error.type': 'invalid-params' }),
+      followingTools: valueOf(all, 'mcp.subscriptions.streams.following', {
+        'mcp.subscriptions.event.kind': 'tools_list_changed',
+      }),
+      followingResources: valueOf(all, 'mcp.subscriptions.streams.following', {
+        'mcp.subscriptions.event.kind': 'resource_updated',
+      }),
+    }).toStrictEqual({
+      streams: stats.openStreams + statsB.openStreams,
+      opened: stats.opened + statsB.opened,
+      published: stats.published + statsB.published,
+      deliveries: stats.written + statsB.written,
+      closedByClient: stats.closed.client,
+      refusedCapacity: stats.refusals.capacity,
+      refusedInvalid: stats.refusals['invalid-params'],
+      followingTools: stats.listening.toolsListChanged,
+      followingResources: 1, // alice's first stream; bob's is closed
+    });
+    // And the workload's own numbers, so that agreeing at zero would not pass.
+    expect([
+      stats.opened,
+      stats.written,
+      stats.closed.client,
+      stats.refusals.capacity,
+      stats.refusals['invalid-params'],
+    ]).toStrictEqual([3, 4, 1, 1, 1]);
+
+    // Authorization: alice asked for 3 URIs (one not hers, one refused by the subscribe hook), bob for 1.
+    const checks = (check: string, outcome: string): number =>
+      valueOf(all, 'mcp.subscriptions.authorization.checks', {
+        'mcp.subscriptions.check': check,
+        'mcp.subscriptions.check.outcome': outcome,
+      });
+    expect({
+      readAllowed: checks('can_read', 'allowed'),
+      readDenied: checks('can_read', 'denied'),
+      hookAllowed: checks('handle_subscribe_resource', 'allowed'),
+      hookDenied: checks('handle_subscribe_resource', 'denied'),
+    }).toStrictEqual({ readAllowed: 3, readDenied: 1, hookAllowed: 2, hookDenied: 1 });
+    expect(valueOf(all, 'mcp.subscriptions.authorization.duration')).toBe(2); // the two listens with URIs
+    expect(valueOf(all, 'mcp.subscriptions.ack.duration')).toBe(stats.opened);
+    // Buckets in seconds, from half a millisecond: not the SDK's millisecond defaults.
+    const ack = metric(all, 'mcp.subscriptions.ack.duration').dataPoints[0]?.value as {
+      buckets: { boundaries: number[] };
+    };
+    expect(ack.buckets.boundaries.slice(0, 3)).toStrictEqual([0.0005, 0.001, 0.0025]);
+    // Hub A received one event over the bus (hub B's), hub B two (hub A's): each measured once.
+    expect(valueOf(all, 'mcp.subscriptions.bus.lag')).toBe(3);
+  });
+
+  test('no attribute of any metric or span carries a principal, a URI or a listen id', async () => {
+    const all = await collect();
+    const values = all.flatMap((each) =>
+      each.dataPoints.flatMap((point) => Object.values(point.attributes).map(String)),
+    );
+    const spanValues = spans
+      .getFinishedSpans()
+      .flatMap((span) => [span.name, ...Object.values(span.attributes).map(String)]);
+    expect(values.length).toBeGreaterThan(0);
+    for (const value of [...values, ...spanValues]) {
+      for (const secret of [...SECRETS.principals, ...SECRETS.uris, 'a1', 'b1', 'a2', 'bad']) {
+        expect({ value, containsSecret: value.includes(secret) }).toStrictEqual({ value, containsSecret: false });
+      }
+    }
+  });
+});
+
+describe('a trace across nodes', () => {
+  test('a publish inside a span is linked from the delivery on every hub that delivers it', async () => {
+    for (const stream of streams.splice(0)) stream.close();
+    await waitFor(() => hubA.stats().openStreams === 0, 'the earlier streams gone');
+    const alice = await open('t1', 'alice-7f3a', { resourceSubscriptions: [SECRETS.uris[0]] });
+    spans.reset();
+    const tracer = trace.getTracer('notes-app');
+    const writeSpan = tracer.startActiveSpan('PUT /notes', (span) => {
+      hubB.resourceUpdated(SECRETS.uris[0] as string);
+      span.end();
+      return span;
+    });
+    await alice.until(() => alice.events.length >= 2, 'the update');
+    const delivered = spans.getFinishedSpans().filter((span) => span.name === 'deliver resource_updated');
+    // Hub B (the publisher) and hub A (over the bus).
+    expect(delivered).toHaveLength(2);
+    for (const span of delivered) {
+      expect(span.links.map((link) => [link.context.traceId, link.context.spanId])).toStrictEqual([
+        [writeSpan.spanContext().traceId, writeSpan.spanContext().spanId],
+      ]);
+    }
+    expect(delivered.map((span) => span.attributes['mcp.subscriptions.remote']).sort()).toStrictEqual([false, true]);
+    expect(
+      delivered.find((span) => span.attributes['mcp.subscriptions.remote'] === true)?.attributes[
+        'mcp.subscriptions.streams.matched'
+      ],
+    ).toBe(1);
+  });
+
+  test('a publish outside any span makes no span', () => {
+    spans.reset();
+    hubA.toolsListChanged();
+    hubB.resourceUpdated(SECRETS.uris[0] as string);
+    expect(spans.getFinishedSpans()).toStrictEqual([]);
+  });
+});
