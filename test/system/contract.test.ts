@@ -143,29 +143,65 @@ async function openStreamCount(app: SampleApp): Promise<number> {
   return res.body.openStreams as number;
 }
 
-/**
- * What /metrics says of the hub, under the names of the hub's stats: the library's instruments as the
- * Prometheus exporter names them (dots to underscores, `_total` on counters), each counter summed over
- * its attributes, `closed` by the close reason attribute for each of `reasons`.
- */
-function metricsOf(exposition: Exposition, reasons: string[]): Record<string, unknown> {
-  const total = (name: string, labels: Record<string, string> = {}): number => totalOf(exposition, name, labels);
+/** The library's instruments as the Prometheus exporter names them: dots to underscores, `_total` on counters. */
+const metric = (name: string): string => `mcp_subscriptions_${name}`;
+
+/** What /metrics says of the hub's gauges, under the names of `hub.stats()`; `following` by event kind. */
+function gaugesOf(exposition: Exposition): Record<string, unknown> {
+  const total = (name: string, labels: Record<string, string> = {}): number =>
+    totalOf(exposition, metric(name), labels);
+  const kinds = [
+    'tools_list_changed',
+    'prompts_list_changed',
+    'resources_list_changed',
+    'resource_updated',
+    'task_status',
+  ];
   return {
-    openStreams: total('mcp_subscriptions_streams'),
-    pendingStreams: total('mcp_subscriptions_streams_pending'),
-    queued: total('mcp_subscriptions_queue_depth'),
-    opened: total('mcp_subscriptions_listens_opened_total'),
-    written: total('mcp_subscriptions_deliveries_total'),
-    published: total('mcp_subscriptions_events_published_total'),
-    coalesced: total('mcp_subscriptions_events_coalesced_total'),
-    dropped: total('mcp_subscriptions_events_dropped_total'),
-    closed: Object.fromEntries(
-      reasons.map((reason) => [
-        reason,
-        total('mcp_subscriptions_streams_closed_total', { mcp_subscriptions_close_reason: reason }),
-      ]),
+    openStreams: total('streams'),
+    pendingStreams: total('streams_pending'),
+    queued: total('queue_depth'),
+    following: Object.fromEntries(
+      kinds.map((kind) => [kind, total('streams_following', { mcp_subscriptions_event_kind: kind })]),
     ),
   };
+}
+
+/**
+ * What /metrics says of the hub's counters, under the names of `hub.stats()`: each summed over its
+ * attributes, `closed` and `refusals` by the attribute for each reason `stats` has.
+ */
+function countersOf(exposition: Exposition, stats: any): Record<string, unknown> {
+  const total = (name: string, labels: Record<string, string> = {}): number =>
+    totalOf(exposition, metric(name), labels);
+  const byReason = (name: string, label: string, reasons: object): Record<string, number> =>
+    Object.fromEntries(Object.keys(reasons).map((reason) => [reason, total(name, { [label]: reason })]));
+  return {
+    opened: total('listens_opened_total'),
+    written: total('deliveries_total'),
+    published: total('events_published_total'),
+    coalesced: total('events_coalesced_total'),
+    dropped: total('events_dropped_total'),
+    closed: byReason('streams_closed_total', 'mcp_subscriptions_close_reason', stats.closed),
+    refusals: byReason('listens_refused_total', 'error_type', stats.refusals),
+  };
+}
+
+/**
+ * The stats route and a scrape that saw the same state: the stats read before and after the scrape
+ * agree. Counters only move with traffic, and the caller makes none meanwhile.
+ */
+async function quiescentScrape(app: SampleApp, metricsUrl: string): Promise<{ stats: any; exposition: Exposition }> {
+  const seen = await eventually(async () => {
+    const before = (await app.api(alice, 'GET', '/api/subscriptions/stats')).body;
+    const scraped = await scrape(metricsUrl);
+    const after = (await app.api(alice, 'GET', '/api/subscriptions/stats')).body;
+    expect(scraped.status).toBe(200);
+    return JSON.stringify(before) === JSON.stringify(after)
+      ? { stats: after, exposition: scraped.exposition! }
+      : undefined;
+  }, 'a scrape between two equal reads of the stats route');
+  return seen!;
 }
 
 function readText(res: McpAnswer): string {
@@ -1355,14 +1391,39 @@ for (const kind of SAMPLES) {
         );
       });
 
-      it('after listens, deliveries and closes, the counters in /metrics agree with GET /api/subscriptions/stats; no label names a principal, URI or task id', async () => {
+      it('the gauges in /metrics agree with GET /api/subscriptions/stats while streams are open, the counters once they closed; no label names a principal, URI or task id', async () => {
+        const before = await quiescentScrape(app, metricsUrl);
         const note = uid('secret-note');
         const uri = `note://alice/${note}`;
+        const foreign = `note://bob/${uid('secret-note')}`;
         const task = await createTask(app, bob);
         const aliceId = uid('secret-listen');
         const bobId = uid('secret-listen');
-        const first = await openStream(app, alice, aliceId, { toolsListChanged: true, resourceSubscriptions: [uri] });
+        // One URI readable, one not (alice may not read bob's notes); one task of bob's own.
+        const first = await openStream(app, alice, aliceId, {
+          toolsListChanged: true,
+          resourceSubscriptions: [uri, foreign],
+        });
+        expect(first.honored).toStrictEqual({ toolsListChanged: true, resourceSubscriptions: [uri] });
         const second = await openStream(app, bob, bobId, { taskIds: [task] }, TASKS_META);
+        const malformed = await listenRaw(app, carol, uid('secret-listen'), { resourceSubscriptions: 'note://x/y' });
+        expect((await refusal(malformed)).json.error?.code).toBe(-32602); // refused: invalid-params
+
+        const during = await quiescentScrape(app, metricsUrl);
+        expect(during.stats.openStreams).toBe(2);
+        expect(gaugesOf(during.exposition)).toStrictEqual({
+          openStreams: during.stats.openStreams,
+          pendingStreams: during.stats.pendingStreams,
+          queued: during.stats.queued,
+          following: {
+            tools_list_changed: during.stats.listening.toolsListChanged,
+            prompts_list_changed: during.stats.listening.promptsListChanged,
+            resources_list_changed: during.stats.listening.resourcesListChanged,
+            resource_updated: 1, // streams following at least one URI: alice's
+            task_status: 1, // streams following at least one task: bob's
+          },
+        });
+
         expect((await putNote(app, alice, uri, 'counted')).status).toBe(201);
         expect((await app.api(bob, 'POST', `/api/tasks/${task}/status`, { status: 'completed' })).status).toBe(200);
         expect((await first.stream.event(2)).json?.method).toBe(UPDATED);
@@ -1372,43 +1433,73 @@ for (const kind of SAMPLES) {
         await second.stream.end();
         await eventually(async () => (await openStreamCount(app)) === 0, 'both streams closed');
 
-        // Counters only move with traffic, and there is none now: stats read before and after the
-        // scrape that agree are what the scrape saw.
-        const { stats, exposition } = (await eventually(async () => {
-          const before = (await app.api(alice, 'GET', '/api/subscriptions/stats')).body;
-          const scraped = await scrape(metricsUrl);
-          const after = (await app.api(alice, 'GET', '/api/subscriptions/stats')).body;
-          return JSON.stringify(before) === JSON.stringify(after)
-            ? { stats: after, exposition: scraped.exposition! }
-            : undefined;
-        }, 'a scrape between two equal stats'))!;
-        // The workload made every compared counter move: an agreement of zeros would prove nothing.
-        expect(stats.opened).toBeGreaterThanOrEqual(2);
-        expect(stats.written).toBeGreaterThanOrEqual(2);
-        expect(stats.published).toBeGreaterThanOrEqual(2);
-        expect(stats.closed.client).toBeGreaterThanOrEqual(1);
-        expect(stats.closed.cancelled).toBeGreaterThanOrEqual(1);
-        expect(metricsOf(exposition, Object.keys(stats.closed))).toStrictEqual({
-          openStreams: stats.openStreams,
-          pendingStreams: stats.pendingStreams,
-          queued: stats.queued,
+        const { stats, exposition } = await quiescentScrape(app, metricsUrl);
+        // The workload moved every counter compared below: an agreement of zeros would prove nothing.
+        expect({
+          opened: stats.opened - before.stats.opened,
+          written: stats.written - before.stats.written,
+          published: stats.published - before.stats.published,
+          client: stats.closed.client - before.stats.closed.client,
+          cancelled: stats.closed.cancelled - before.stats.closed.cancelled,
+          invalidParams: stats.refusals['invalid-params'] - before.stats.refusals['invalid-params'],
+        }).toStrictEqual({ opened: 2, written: 2, published: 3, client: 1, cancelled: 1, invalidParams: 1 });
+        expect(countersOf(exposition, stats)).toStrictEqual({
           opened: stats.opened,
           written: stats.written,
           published: stats.published,
           coalesced: stats.coalesced,
           dropped: stats.dropped,
           closed: stats.closed,
+          refusals: stats.refusals,
+        });
+        expect(gaugesOf(exposition)).toStrictEqual({
+          openStreams: stats.openStreams,
+          pendingStreams: stats.pendingStreams,
+          queued: stats.queued,
+          following: {
+            tools_list_changed: stats.listening.toolsListChanged,
+            prompts_list_changed: stats.listening.promptsListChanged,
+            resources_list_changed: stats.listening.resourcesListChanged,
+            resource_updated: 0,
+            task_status: 0,
+          },
+        });
+        // What stats() does not count: one acknowledgement and one authorization per opened listen, and
+        // each URI or task id checked once by each check it went through.
+        const moved = (name: string, labels: Record<string, string> = {}): number =>
+          totalOf(exposition, name, labels) - totalOf(before.exposition, name, labels);
+        const check = (name: string, outcome: string): number =>
+          moved('mcp_subscriptions_authorization_checks_total', {
+            mcp_subscriptions_check: name,
+            mcp_subscriptions_check_outcome: outcome,
+          });
+        expect({
+          acks: moved('mcp_subscriptions_ack_duration_count'),
+          authorizations: moved('mcp_subscriptions_authorization_duration_count'),
+          checks: {
+            readable: check('can_read', 'allowed'),
+            unreadable: check('can_read', 'denied'),
+            subscribed: check('handle_subscribe_resource', 'allowed'),
+            task: check('can_access_task', 'allowed'),
+          },
+        }).toStrictEqual({
+          acks: 2,
+          authorizations: 2,
+          checks: { readable: 1, unreadable: 1, subscribed: 1, task: 1 },
         });
         for (const counter of [
           'mcp_subscriptions_listens_opened_total',
           'mcp_subscriptions_deliveries_total',
           'mcp_subscriptions_streams_closed_total',
+          'mcp_subscriptions_authorization_checks_total',
         ]) {
           expect({ counter, type: exposition.types.get(counter) }).toStrictEqual({ counter, type: 'counter' });
         }
+        expect(exposition.types.get('mcp_subscriptions_ack_duration')).toBe('histogram');
+        expect(exposition.units.get('mcp_subscriptions_ack_duration')).toBe('s');
 
         const values = labelValues(exposition);
-        for (const secret of ['alice', 'bob', 'carol', 'note://', note, task, aliceId, bobId]) {
+        for (const secret of ['alice', 'bob', 'carol', 'note://', note, foreign, task, aliceId, bobId]) {
           const leaked = values.filter((value) => value.includes(secret));
           expect({ secret, leaked }).toStrictEqual({ secret, leaked: [] });
         }
@@ -1594,6 +1685,50 @@ for (const kind of SAMPLES) {
               const text = JSON.stringify(stats.body);
               for (const secret of ['alice', 'bob', 'carol', 'note://', 'warm', probes[0]!.id]) {
                 expect({ secret, leaked: text.includes(String(secret)) }).toStrictEqual({ secret, leaked: false });
+              }
+            }
+          } finally {
+            await Promise.all([a.stop(), b.stop()]);
+          }
+        });
+      },
+      90_000,
+    );
+
+    redisTest(
+      "REDIS_URL and METRICS_PORT: each instance's bus metrics agree with the `bus` of its stats route",
+      async () => {
+        await withOwnRedis(async (redis) => {
+          const ports = [await freePort(), await freePort()] as const;
+          const [a, b] = await twoInstances(kind, redis.url, 'SIGTERM', [
+            { METRICS_PORT: String(ports[0]) },
+            { METRICS_PORT: String(ports[1]) },
+          ]);
+          try {
+            // Each instance publishes, and receives what the other published.
+            const probes = await warm(a, b, subscribe);
+            for (const [instance, port] of [
+              [a, ports[0]],
+              [b, ports[1]],
+            ] as const) {
+              const { stats, exposition } = await quiescentScrape(instance, `http://127.0.0.1:${port}/metrics`);
+              expect(stats.bus.received).toBeGreaterThanOrEqual(1); // an agreement of zeros would prove nothing
+              expect({
+                connected: totalOf(exposition, metric('bus_connected')),
+                published: totalOf(exposition, metric('bus_published_total')),
+                received: totalOf(exposition, metric('bus_received_total')),
+                dropped: totalOf(exposition, metric('bus_dropped_total')),
+              }).toStrictEqual({
+                connected: stats.bus.connected ? 1 : 0,
+                published: stats.bus.published,
+                received: stats.bus.received,
+                dropped: stats.bus.dropped,
+              });
+              expect(exposition.types.get(metric('bus_connected'))).toBe('gauge');
+              const values = labelValues(exposition);
+              for (const secret of ['alice', 'bob', 'carol', 'note://', 'warm', probes[0]!.id, redis.url]) {
+                const leaked = values.filter((value) => value.includes(String(secret)));
+                expect({ secret, leaked }).toStrictEqual({ secret, leaked: [] });
               }
             }
           } finally {
