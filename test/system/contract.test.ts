@@ -46,7 +46,7 @@ import {
   type McpAnswer,
   type SampleApp,
 } from '../helpers/sample-app.ts';
-import { describeMessage, Sentinel, watcher } from '../helpers/sentinel.ts';
+import { describeMessage, isUpdateOf, Sentinel, watcher } from '../helpers/sentinel.ts';
 import { testUnless } from '../helpers/skip.ts';
 import { listenBody, listenHeaders, post, TASKS_META, type SseStream } from '../helpers/sse.ts';
 import { twoInstances, warm } from '../helpers/two-instances.ts';
@@ -1731,6 +1731,39 @@ for (const kind of SAMPLES) {
                 expect({ secret, leaked }).toStrictEqual({ secret, leaked: [] });
               }
             }
+          } finally {
+            await Promise.all([a.stop(), b.stop()]);
+          }
+        });
+      },
+      90_000,
+    );
+
+    redisTest(
+      'REDIS_URL and METRICS_PORT: an event received from the other instance is timed in mcp_subscriptions_bus_lag (seconds)',
+      async () => {
+        await withOwnRedis(async (redis) => {
+          const ports = [await freePort(), await freePort()] as const;
+          const [a, b] = await twoInstances(kind, redis.url, 'SIGTERM', [
+            { METRICS_PORT: String(ports[0]) },
+            { METRICS_PORT: String(ports[1]) },
+          ]);
+          try {
+            const metricsOfB = `http://127.0.0.1:${ports[1]}/metrics`;
+            await warm(a, b, subscribe);
+            const before = await quiescentScrape(b, metricsOfB);
+            // A stream on b follows a note that a changes: a's event reaches b over Redis.
+            const uri = `note://alice/${uid('lag')}`;
+            const onB = await subscribe(b, alice, uid('lag'), { resourceSubscriptions: [uri] });
+            expect((await putNote(a, alice, uri, 'timed')).status).toBe(201);
+            await onB.waitFor(isUpdateOf(uri), { timeoutMs: 5000 });
+            const after = await quiescentScrape(b, metricsOfB);
+            const lagged =
+              totalOf(after.exposition, metric('bus_lag_count')) - totalOf(before.exposition, metric('bus_lag_count'));
+            expect(after.stats.bus.received - before.stats.bus.received).toBeGreaterThanOrEqual(1);
+            expect(lagged).toBeGreaterThanOrEqual(1);
+            expect(after.exposition.types.get(metric('bus_lag'))).toBe('histogram');
+            expect(after.exposition.units.get(metric('bus_lag'))).toBe('s');
           } finally {
             await Promise.all([a.stop(), b.stop()]);
           }
