@@ -2,7 +2,7 @@
  * `METRICS_PORT`: the library's OpenTelemetry instruments, served to a Prometheus scraper the way an app
  * exposes its metrics. Framework-free: every sample's `main.ts` calls {@link serveMetricsOrExit} once,
  * before it builds its app, since the hub (and its Redis bus) report through the global `MeterProvider`
- * that is registered when they are constructed, and through no provider registered later.
+ * that is registered when they are constructed, not through one registered later.
  *
  * The OpenTelemetry SDK is loaded only when `METRICS_PORT` is set: without it nothing is imported,
  * registered or listened on.
@@ -48,8 +48,9 @@ export async function serveMetricsOrExit(
   // warnings and errors alone (stdout carries the one `listening on` line).
   diag.setLogger(new DiagConsoleLogger(), DiagLogLevel.WARN);
   // Our own server rather than the exporter's: the exporter reads port 0 as its default 9464, reports a
-  // port it cannot bind through `diag` alone while the app would go on starting, and on close waits
-  // for every keep-alive connection a scraper left open.
+  // port it cannot bind through `diag` alone while the app would go on starting, and its close waits for
+  // a connection that is mid-scrape or has sent nothing yet, for up to Node's timeouts: past the
+  // contract's 5 s.
   const exporter = new PrometheusExporter({ preventServerStart: true });
   const provider = new MeterProvider({ readers: [exporter] });
 
