@@ -294,6 +294,22 @@ export function carried(context: Record<string, unknown> | undefined): WireConte
   return Object.keys(out).length === 0 ? undefined : out;
 }
 
+/**
+ * The message a node of this release writes for `event` published with `context`, by the contract: the
+ * envelope's members in the writer's order (docs/redis.md), then what it {@link carried} of the context.
+ */
+export function writtenEvent(node: string, event: WireEvent, context?: Record<string, unknown>): string {
+  const kept = carried(context);
+  const members: string[] = [`"type":"event"`, `"event":${JSON.stringify(event)}`];
+  if (kept?.publishedAt !== undefined) members.push(`"at":${JSON.stringify(kept.publishedAt)}`);
+  if (kept?.traceparent !== undefined) {
+    const trace: Record<string, string> = { traceparent: kept.traceparent };
+    if (kept.tracestate !== undefined) trace.tracestate = kept.tracestate;
+    members.push(`"trace":${JSON.stringify(trace)}`);
+  }
+  return `${ownPrefix(node, 2)}${members.join(',')}}`;
+}
+
 function eventOf(event: unknown): WireEvent | undefined {
   if (!isObject(event) || Object.hasOwn(event, '__proto__')) return undefined;
   const kind = own(event, 'kind');
