@@ -106,8 +106,9 @@ function isTracestate(value: unknown): value is string {
 
 /**
  * The members a message carries of `context`, each with its leading comma (`,"at":…,"trace":{…}`), or `''`.
- * What a reader would refuse is left out rather than sent (and the event with it dropped there): a
- * tracestate over the bound or not printable ASCII, and a tracestate without a valid traceparent.
+ * What a reader would refuse is left out rather than sent, since a reader drops the whole message for
+ * it: an `at` that is no finite non-negative number, a malformed traceparent (and its tracestate with
+ * it), a tracestate over the bound or not printable ASCII.
  */
 function contextMembers(context: EventContext): string {
   const { publishedAt, traceparent, tracestate } = context;
