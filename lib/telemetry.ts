@@ -27,6 +27,7 @@ import type {
   ObservableCounter,
   ObservableGauge,
   ObservableUpDownCounter,
+  Span,
   SpanContext,
   Tracer,
 } from '@opentelemetry/api';
@@ -411,7 +412,8 @@ export function recordAuthorization(ms: number, outcomes: ReadonlyMap<CheckName,
 
 /** An event published at `publishedAt` (the publisher's clock) arrived now. */
 export function recordLag(publishedAt: number | undefined): void {
-  if (publishedAt === undefined || instruments === undefined) return;
+  // A custom bus may hand over anything: only a finite time is measured.
+  if (instruments === undefined || typeof publishedAt !== 'number' || !Number.isFinite(publishedAt)) return;
   // Clocks of two machines differ: a negative lag is their offset, counted as none.
   instruments.lag.record(Math.max(0, Date.now() - publishedAt) / 1000);
 }
@@ -447,24 +449,39 @@ export function tracedDelivery<T extends { readonly matched: number }>(
   deliver: () => T,
 ): T {
   const loaded = api;
-  const traceparent = context?.traceparent;
-  if (loaded === undefined || tracer === undefined || traceparent === undefined || !TRACEPARENT.test(traceparent)) {
+  const traceparent: unknown = context?.traceparent;
+  if (
+    loaded === undefined ||
+    tracer === undefined ||
+    typeof traceparent !== 'string' ||
+    !TRACEPARENT.test(traceparent)
+  ) {
     return deliver();
   }
-  const [, traceId, spanId, flags] = traceparent.split('-') as [string, string, string, string];
-  const linked: SpanContext = {
-    traceId,
-    spanId,
-    traceFlags: Number.parseInt(flags, 16),
-    isRemote: remote,
-    ...(context?.tracestate !== undefined ? { traceState: loaded.createTraceState(context.tracestate) } : {}),
-  };
-  const link: Link = { context: linked };
-  const span = tracer.startSpan(`deliver ${event.kind}`, {
-    kind: loaded.SpanKind.CONSUMER,
-    links: [link],
-    attributes: { 'mcp.subscriptions.event.kind': event.kind, 'mcp.subscriptions.remote': remote },
-  });
+  // What a bus hands over is the publisher's (or a custom bus's) to get wrong: a tracestate that is
+  // not a bounded string is left out, and a span that cannot be made never holds the delivery up.
+  const tracestate: unknown = context?.tracestate;
+  let span: Span;
+  try {
+    const [, traceId, spanId, flags] = traceparent.split('-') as [string, string, string, string];
+    const linked: SpanContext = {
+      traceId,
+      spanId,
+      traceFlags: Number.parseInt(flags, 16),
+      isRemote: remote,
+      ...(typeof tracestate === 'string' && tracestate !== '' && tracestate.length <= MAX_TRACESTATE_LENGTH
+        ? { traceState: loaded.createTraceState(tracestate) }
+        : {}),
+    };
+    const link: Link = { context: linked };
+    span = tracer.startSpan(`deliver ${event.kind}`, {
+      kind: loaded.SpanKind.CONSUMER,
+      links: [link],
+      attributes: { 'mcp.subscriptions.event.kind': event.kind, 'mcp.subscriptions.remote': remote },
+    });
+  } catch {
+    return deliver();
+  }
   try {
     const report = deliver();
     span.setAttribute('mcp.subscriptions.streams.matched', report.matched);

@@ -137,7 +137,11 @@ export interface EventContext {
   readonly publishedAt?: number;
   /** The W3C `traceparent` of the span the event was published in (`00-<trace id>-<span id>-<flags>`). */
   readonly traceparent?: string;
-  /** The W3C `tracestate` of that span, at most 512 characters (a longer one is not carried). */
+  /**
+   * The W3C `tracestate` of that span, at most 512 characters. A bus leaves out what its readers would
+   * refuse (a longer or malformed `tracestate`, a malformed `traceparent`, a publish time that is not a
+   * finite non-negative number) rather than lose the event.
+   */
   readonly tracestate?: string;
 }
 

@@ -12,6 +12,7 @@ import type {
   BusInterest,
   BusListener,
   BusMember,
+  EventContext,
   ListChangedKind,
   Logger,
   RequestId,
@@ -296,14 +297,15 @@ export class RedisBus implements SubscriptionBus {
   join(listener: BusListener): BusMember {
     // Each membership is its own object, so one hub joining twice is two members.
     const member: BusListener = {
-      event: (event) => listener.event(event),
+      event: (event, context) => listener.event(event, context),
       cancel: (principal, id) => listener.cancel(principal, id),
     };
     if (this.closing === undefined) this.members.add(member);
     const joined: BusMember = {
-      publish: (event) => {
+      publish: (event, context) => {
         if (!this.members.has(member)) return;
-        for (const other of this.members) if (other !== member) this.hand(other, event);
+        // Members in this process get the caller's context as it is, as on a MemoryBus.
+        for (const other of this.members) if (other !== member) this.hand(other, event, context);
         let body: string;
         try {
           body = this.wire.body(event);
@@ -315,7 +317,8 @@ export class RedisBus implements SubscriptionBus {
           });
           return;
         }
-        this.send(this.eventChannel(event), this.wire.event(body));
+        this.send(this.eventChannel(event), this.wire.event(body, context));
+        // The first release's wire has no context: the copy carries the event alone.
         if (this.legacyNodes > 0) this.send(this.channel, this.wire.legacyEvent(body));
       },
       cancel: (principal, id) => {
@@ -787,7 +790,7 @@ export class RedisBus implements SubscriptionBus {
         return;
       case 'event':
         this.counters.received++;
-        for (const member of this.members) this.hand(member, message.event);
+        for (const member of this.members) this.hand(member, message.event, message.context);
         return;
       case 'cancel':
         this.counters.received++;
@@ -796,9 +799,9 @@ export class RedisBus implements SubscriptionBus {
     }
   };
 
-  private hand(member: BusListener, event: SubscriptionEvent): void {
+  private hand(member: BusListener, event: SubscriptionEvent, context: EventContext | undefined): void {
     try {
-      member.event(event);
+      member.event(event, context);
     } catch (error) {
       this.logger.error('a bus member failed to take an event', { error });
     }

@@ -4,8 +4,19 @@
  *
  * ```
  * {"v":2,"node":"<id>","type":"event","event":{"kind":"resource_updated","uri":"note://a/b"}}
+ * {"v":2,"node":"<id>","type":"event","event":{"kind":"tools_list_changed"},"at":1764650000123,
+ *  "trace":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","tracestate":"rojo=1"}}
  * {"v":2,"node":"<id>","type":"cancel","principal":"alice","id":"listen:1"}
  * ```
+ *
+ * A version 2 event message may carry, after the event, the publisher's {@link EventContext}: `at`, when
+ * it was published (milliseconds since the epoch, by the publisher's clock: a finite number, not
+ * negative), and `trace`, the W3C trace context of the span it was published in: an object of exactly
+ * `traceparent` (version `00`, lowercase hex, neither id all zeros) and, optionally, `tracestate`
+ * (printable ASCII, at most {@link MAX_TRACESTATE_LENGTH} characters). Both are optional, and a reader of
+ * version 2 accepts exactly these two optional keys; a message whose `at` or `trace` breaks these rules
+ * is dropped like any malformed message, event and all. The writer leaves out any part a reader would
+ * refuse (see {@link contextMembers}), so that the event itself always travels. Version 1 has neither key.
  *
  * Version 2 is version 1's format on the channels of interest routing. Version 1 (the first release)
  * travels on `${prefix}:bus` alone: a node of this release reads it there, and while nodes of the first
@@ -17,7 +28,13 @@
  * `validateEvent`, and no `__proto__` key in the envelope or the event (a task's state may hold one:
  * see {@link parse}). Whatever fails is dropped, never delivered.
  */
-import { isPlainObject, validateEvent, type RequestId, type SubscriptionEvent } from '../../lib/internal.ts';
+import {
+  isPlainObject,
+  validateEvent,
+  type EventContext,
+  type RequestId,
+  type SubscriptionEvent,
+} from '../../lib/internal.ts';
 import { MAX_NODE_ID_LENGTH } from './options.ts';
 
 /** The format this code writes on its own channels and reads there; a message of another format is foreign. */
@@ -35,19 +52,105 @@ export const LEGACY_COPY_MARK = '~2~';
  */
 export const MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 
+/** The longest `tracestate` carried or accepted, in characters: the W3C Trace Context's own bound. */
+export const MAX_TRACESTATE_LENGTH = 512;
+
 /** Why a received message was dropped. */
 export type DropReason =
-  'too-large' | 'not-json' | 'forbidden-key' | 'not-object' | 'version' | 'node' | 'type' | 'keys' | 'event' | 'cancel';
+  | 'too-large'
+  | 'not-json'
+  | 'forbidden-key'
+  | 'not-object'
+  | 'version'
+  | 'node'
+  | 'type'
+  | 'keys'
+  | 'event'
+  | 'context'
+  | 'cancel';
 
 /** A message from another node, decoded and valid; or why it was dropped; or one of this node's own. */
 export type Decoded =
-  | { readonly type: 'event'; readonly event: SubscriptionEvent }
+  | { readonly type: 'event'; readonly event: SubscriptionEvent; readonly context: EventContext | undefined }
   | { readonly type: 'cancel'; readonly principal: string; readonly id: RequestId }
   | { readonly type: 'own' }
   | { readonly type: 'drop'; readonly reason: DropReason };
 
 const EVENT_KEYS = ['v', 'node', 'type', 'event'];
 const CANCEL_KEYS = ['v', 'node', 'type', 'principal', 'id'];
+
+/**
+ * A W3C `traceparent` of version `00`: lowercase hex, and neither the trace id nor the parent (span) id all
+ * zeros, which the W3C Trace Context makes invalid. Exactly 55 characters: a version 00 header has
+ * nothing after its flags.
+ */
+const TRACEPARENT = /^00-(?!0{32})[\da-f]{32}-(?!0{16})[\da-f]{16}-[\da-f]{2}$/;
+
+/**
+ * Printable ASCII: the characters of the W3C `tracestate` grammar but the tab of its optional whitespace
+ * (which OpenTelemetry never writes); no control character, so a carried tracestate is safe in a header.
+ */
+const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
+
+function isPublishedAt(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0;
+}
+
+function isTraceparent(value: unknown): value is string {
+  return typeof value === 'string' && value.length === 55 && TRACEPARENT.test(value);
+}
+
+function isTracestate(value: unknown): value is string {
+  return typeof value === 'string' && value.length <= MAX_TRACESTATE_LENGTH && PRINTABLE_ASCII.test(value);
+}
+
+/**
+ * The members a message carries of `context`, each with its leading comma (`,"at":…,"trace":{…}`), or `''`.
+ * What a reader would refuse is left out rather than sent, since a reader drops the whole message for
+ * it: an `at` that is no finite non-negative number, a malformed traceparent (and its tracestate with
+ * it), a tracestate over the bound or not printable ASCII.
+ */
+function contextMembers(context: EventContext): string {
+  const { publishedAt, traceparent, tracestate } = context;
+  let members = '';
+  // A finite number's string is its JSON.
+  if (isPublishedAt(publishedAt)) members += `,"at":${publishedAt}`;
+  if (isTraceparent(traceparent)) {
+    // A valid traceparent holds nothing JSON escapes; a tracestate may hold `"` and `\`.
+    members += isTracestate(tracestate)
+      ? `,"trace":{"traceparent":"${traceparent}","tracestate":${JSON.stringify(tracestate)}}`
+      : `,"trace":{"traceparent":"${traceparent}"}`;
+  }
+  return members;
+}
+
+/**
+ * The context of a version 2 event message that has `at` or `trace` (`hasAt`, `hasTrace`), or undefined
+ * when either breaks the format. Only the keys the message carried are set, as the publisher gave them.
+ */
+function contextOf(message: Record<string, unknown>, hasAt: boolean, hasTrace: boolean): EventContext | undefined {
+  const context: { publishedAt?: number; traceparent?: string; tracestate?: string } = {};
+  if (hasAt) {
+    const at = message.at;
+    if (!isPublishedAt(at)) return undefined;
+    context.publishedAt = at;
+  }
+  if (hasTrace) {
+    const trace = message.trace;
+    if (!isPlainObject(trace)) return undefined;
+    const hasState = Object.hasOwn(trace, 'tracestate');
+    // Exactly traceparent, and tracestate when present: no other key (`__proto__` included).
+    if (Object.keys(trace).length !== (hasState ? 2 : 1) || !Object.hasOwn(trace, 'traceparent')) return undefined;
+    const { traceparent, tracestate } = trace;
+    if (!isTraceparent(traceparent)) return undefined;
+    context.traceparent = traceparent;
+    if (hasState) {
+      if (!isTracestate(tracestate)) return undefined;
+      context.tracestate = tracestate;
+    }
+  }
+  return context;
+}
 
 /**
  * Parses a message, and lists the objects in it that hold a `"__proto__"` key. `JSON.parse` keeps such
@@ -75,9 +178,10 @@ function parse(raw: string): { readonly message: unknown; readonly protoHolders:
   return { message, protoHolders };
 }
 
-function hasExactly(object: Record<string, unknown>, keys: readonly string[]): boolean {
+/** Whether `object` has `keys` and, besides them, only the `optional` keys the caller found on it. */
+function hasExactly(object: Record<string, unknown>, keys: readonly string[], optional = 0): boolean {
   const own = Object.keys(object);
-  return own.length === keys.length && keys.every((key) => Object.hasOwn(object, key));
+  return own.length === keys.length + optional && keys.every((key) => Object.hasOwn(object, key));
 }
 
 /** Whether `text` is over {@link MAX_MESSAGE_BYTES} in UTF-8, without measuring strings that cannot be. */
@@ -118,12 +222,19 @@ export class Wire {
     return JSON.stringify(event);
   }
 
-  /** An event message, from its {@link body}. */
-  event(body: string): string {
-    return `${this.eventHead}${body}}`;
+  /**
+   * An event message, from its {@link body}, with what it can carry of `context` (see the format above).
+   * Without a context it is the head and the body, as before contexts existed.
+   */
+  event(body: string, context?: EventContext): string {
+    if (context === undefined) return `${this.eventHead}${body}}`;
+    return `${this.eventHead}${body}${contextMembers(context)}}`;
   }
 
-  /** The first release's message of an event, from its {@link body}, for the legacy channel. */
+  /**
+   * The first release's message of an event, from its {@link body}, for the legacy channel. It never
+   * carries a context: a first-release node drops a message with a key it does not know.
+   */
   legacyEvent(body: string): string {
     return `${this.legacyEventHead}${body}}`;
   }
@@ -163,10 +274,19 @@ export class Wire {
     if (node === this.nodeId) return drop('node');
     switch (message.type) {
       case 'event': {
-        if (!hasExactly(message, EVENT_KEYS)) return drop('keys');
+        // Version 2 may add `at` and `trace`; version 1 has exactly the four keys.
+        const hasAt = !legacy && Object.hasOwn(message, 'at');
+        const hasTrace = !legacy && Object.hasOwn(message, 'trace');
+        const optional = (hasAt ? 1 : 0) + (hasTrace ? 1 : 0);
+        if (!hasExactly(message, EVENT_KEYS, optional)) return drop('keys');
         if (protoHolders.includes(message.event as object)) return drop('forbidden-key');
+        let context: EventContext | undefined;
+        if (optional > 0) {
+          context = contextOf(message, hasAt, hasTrace);
+          if (context === undefined) return drop('context');
+        }
         try {
-          return { type: 'event', event: validateEvent(message.event) };
+          return { type: 'event', event: validateEvent(message.event), context };
         } catch {
           return drop('event');
         }

@@ -5,10 +5,14 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { serveMetricsOrExit } from '../shared/metrics.ts';
 import { exitGracefullyOnSignals, fail, mcpUrlOf, readConfigOrExit } from '../shared/process.ts';
 import { createApp } from './app.ts';
 
 const config = readConfigOrExit();
+// With METRICS_PORT: the metrics server listens, and the MeterProvider is registered, before the app
+// builds its hub, whose instruments report through the provider registered at its construction.
+const metrics = await serveMetricsOrExit(config);
 const { app, ready, close } = createApp(config);
 const server = createServer(app);
 // With REDIS_URL or REDIS_CLUSTER, announce "listening" only once this instance receives what the others publish.
@@ -25,6 +29,11 @@ server.listen(config.port, config.host, () => {
 exitGracefullyOnSignals(server, async () => {
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   // Every open listen stream gets its terminal result (resultType "complete"), then ends.
-  await close();
-  await closed;
+  try {
+    await close();
+    await closed;
+  } finally {
+    // Last: a scrape while the streams end still answers, with their final counts.
+    await metrics?.close();
+  }
 });

@@ -5,10 +5,14 @@
  * (the plugin's `preClose` hook) before the HTTP server closes, then the process exits 0.
  */
 import type { AddressInfo } from 'node:net';
+import { serveMetricsOrExit } from '../shared/metrics.ts';
 import { exitGracefullyOnSignals, fail, mcpUrlOf, readConfigOrExit } from '../shared/process.ts';
 import { createApp } from './app.ts';
 
 const config = readConfigOrExit();
+// With METRICS_PORT: the metrics server listens, and the MeterProvider is registered, before the app
+// builds its hub, whose instruments report through the provider registered at its construction.
+const metrics = await serveMetricsOrExit(config);
 const { app, ready, close } = createApp(config);
 // With REDIS_URL or REDIS_CLUSTER, announce "listening" only once this instance receives what the others publish.
 await ready();
@@ -25,5 +29,12 @@ try {
 // The host in parentheses: the contract's way for a test or a script to know which sample it started.
 console.log(`listening on ${mcpUrlOf(app.server.address() as AddressInfo)} (fastify)`);
 
-// close() ends every open listen stream with its terminal result, then closes the HTTP server.
-exitGracefullyOnSignals(app.server, close);
+// close() ends every open listen stream with its terminal result, then closes the HTTP server; the
+// metrics server closes last, so that a scrape while the streams end still answers.
+exitGracefullyOnSignals(app.server, async () => {
+  try {
+    await close();
+  } finally {
+    await metrics?.close();
+  }
+});

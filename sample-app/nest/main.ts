@@ -9,6 +9,7 @@ import 'reflect-metadata';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ConsoleLogger, type LogLevel } from '@nestjs/common';
+import { serveMetricsOrExit } from '../shared/metrics.ts';
 import { exitGracefullyOnSignals, fail, mcpUrlOf, readConfigOrExit } from '../shared/process.ts';
 import { AppModule } from './app.module.ts';
 import { nestPlatformOf, SampleBusProvider } from './config.ts';
@@ -29,6 +30,10 @@ class StderrLogger extends ConsoleLogger {
 const config = readConfigOrExit();
 // NEST_PLATFORM: Nest's Express platform (the default) or its Fastify one.
 const platform = readConfigOrExit(nestPlatformOf);
+// With METRICS_PORT: the metrics server listens, and the MeterProvider is registered, before Nest builds
+// the module's providers, the hub among them, whose instruments report through the provider registered
+// at its construction.
+const metrics = await serveMetricsOrExit(config);
 const app = await createNestApp(platform, AppModule.register(config), {
   logger: new StderrLogger({ logLevels: ['error', 'warn'] }),
   abortOnError: false,
@@ -45,5 +50,12 @@ const server = app.getHttpServer() as Server;
 console.log(`listening on ${mcpUrlOf(server.address() as AddressInfo)} (nest on ${platform})`);
 
 // app.close() ends every open listen stream with its terminal result (the module's shutdown hook),
-// then closes the HTTP server.
-exitGracefullyOnSignals(server, () => app.close());
+// then closes the HTTP server; the metrics server closes last, so that a scrape while the streams end
+// still answers.
+exitGracefullyOnSignals(server, async () => {
+  try {
+    await app.close();
+  } finally {
+    await metrics?.close();
+  }
+});

@@ -48,6 +48,13 @@ export interface SampleConfig {
    * `Authorization` header as the principal `conformance`. @default false
    */
   readonly conformance: boolean;
+  /**
+   * When set, the port of `host` on which the app also serves its metrics to a Prometheus scraper
+   * (`GET /metrics`, text exposition format, no auth): the library's OpenTelemetry instruments, through a
+   * `MeterProvider` registered before the hub is built (shared/metrics.ts). `undefined`: no metrics are
+   * served, and the OpenTelemetry SDK is not even loaded. @default unset
+   */
+  readonly metricsPort: number | undefined;
 }
 
 /** The configuration with every variable unset. */
@@ -62,6 +69,7 @@ export const DEFAULT_CONFIG: SampleConfig = Object.freeze({
   redisUrl: undefined,
   redisCluster: undefined,
   conformance: false,
+  metricsPort: undefined,
 });
 
 /** An environment variable with a value the app cannot start with. Its message is one line. */
@@ -188,8 +196,10 @@ export function loadConfig(env: Env = process.env): SampleConfig {
   if (conformance !== undefined && conformance !== '1' && conformance !== '0') {
     throw new ConfigError('MCP_CONFORMANCE', `expected 1 (on) or 0 (off), got ${shown(conformance)}`);
   }
+  const port = integer(env, 'PORT', DEFAULT_CONFIG.port, 0, 65_535);
+  const metricsPort = metricsPortOf(env, port);
   return Object.freeze({
-    port: integer(env, 'PORT', DEFAULT_CONFIG.port, 0, 65_535),
+    port,
     host,
     keepAliveMs: keepAliveMs === 0 ? false : keepAliveMs,
     maxSubscriptions: integer(env, 'MAX_SUBSCRIPTIONS', DEFAULT_CONFIG.maxSubscriptions, 1, 1_000_000),
@@ -199,5 +209,22 @@ export function loadConfig(env: Env = process.env): SampleConfig {
     redisUrl: url,
     redisCluster: cluster === undefined ? undefined : Object.freeze(cluster),
     conformance: conformance === '1',
+    metricsPort,
   });
+}
+
+/**
+ * `METRICS_PORT`: a port of its own, which a scraper is told of. Not `0`, unlike `PORT`: a port picked at
+ * random could not be scraped, since the app prints only its MCP URL. Not `PORT` either: the two servers
+ * would collide, and that is better said now than as an `EADDRINUSE` after the app has started.
+ */
+function metricsPortOf(env: Env, port: number): number | undefined {
+  const metricsPort = integer(env, 'METRICS_PORT', undefined, 1, 65_535);
+  if (metricsPort !== undefined && metricsPort === port) {
+    throw new ConfigError(
+      'METRICS_PORT',
+      `must differ from PORT (both ${port}): the metrics have a server of their own`,
+    );
+  }
+  return metricsPort;
 }

@@ -9,6 +9,7 @@ import {
   SubscriptionHub,
   type BusInterest,
   type BusMember,
+  type EventContext,
   type RequestId,
   type SubscriptionBus,
   type SubscriptionEvent,
@@ -42,10 +43,12 @@ const EVENTS: readonly SubscriptionEvent[] = [
   },
 ];
 
-/** A member that records what reaches it, events and cancellations in one ordered log. */
+/** A member that records what reaches it: events (with the context each came with) and cancellations. */
 interface Recorder {
   readonly member: BusMember;
   readonly seen: SubscriptionEvent[];
+  /** The context each event of `seen` came with, at the same index. */
+  readonly contexts: (EventContext | undefined)[];
   readonly cancels: [string, RequestId][];
 }
 
@@ -65,13 +68,17 @@ const FOLLOWS_ALL: readonly BusInterest[] = [
 
 async function recorder(bus: SubscriptionBus): Promise<Recorder> {
   const seen: SubscriptionEvent[] = [];
+  const contexts: (EventContext | undefined)[] = [];
   const cancels: [string, RequestId][] = [];
   const member = bus.join({
-    event: (event) => seen.push(event),
+    event: (event, context) => {
+      seen.push(event);
+      contexts.push(context);
+    },
     cancel: (principal, id) => cancels.push([principal, id]),
   });
   for (const interest of FOLLOWS_ALL) await member.follow?.(interest);
-  return { member, seen, cancels };
+  return { member, seen, contexts, cancels };
 }
 
 /** The URI of the marker event: "nothing else arrives" is proven by the marker, sent last, arriving first. */
@@ -108,6 +115,35 @@ export function describeBusContract(name: string, makeBus: () => Promise<BusUnde
       b.member.publish(MARKER);
       await waitFor(() => a.seen.some(isMarker), 'the marker at a');
       expect(a.seen).toStrictEqual([MARKER]);
+      for (const m of [a, b, c]) await m.member.leave();
+    });
+
+    test("an event's context (publish time, W3C trace context) reaches every other member intact; an event without one arrives with none", async () => {
+      const bus = await fresh();
+      const a = await recorder(bus);
+      const b = await recorder(bus);
+      const c = await recorder(bus);
+      const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+      const sent: [SubscriptionEvent, EventContext | undefined][] = [
+        [
+          EVENTS[3]!,
+          { publishedAt: 1764650000123.5, traceparent, tracestate: 'rojo=00f067aa0ba902b7,congo=t61rcWkgMzE' },
+        ],
+        [EVENTS[0]!, undefined],
+        [EVENTS[4]!, { publishedAt: 1764650000124 }],
+        [EVENTS[1]!, { traceparent }],
+        [EVENTS[2]!, { publishedAt: 0, traceparent, tracestate: `a="q",b=${'x'.repeat(500)}` }],
+        [MARKER, undefined],
+      ];
+      for (const [event, context] of sent) {
+        if (context === undefined) a.member.publish(event);
+        else a.member.publish(event, context);
+      }
+      await waitFor(() => b.seen.some(isMarker) && c.seen.some(isMarker), 'the marker at b and c');
+      for (const m of [b, c]) {
+        expect(m.seen).toStrictEqual(sent.map(([event]) => event));
+        expect(m.contexts).toStrictEqual(sent.map(([, context]) => context));
+      }
       for (const m of [a, b, c]) await m.member.leave();
     });
 

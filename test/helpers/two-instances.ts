@@ -9,18 +9,17 @@ import { isUpdateOf, type Subscribe } from './sentinel.ts';
 import { uid } from './uid.ts';
 
 /**
- * Two instances of `kind` sharing the Redis at `url`. When either fails to start, the other is stopped
+ * Two instances of `kind` sharing the Redis at `url`, each with its own of `envs` added to its
+ * environment (a METRICS_PORT of its own, say). When either fails to start, the other is stopped
  * with `signal` (SIGTERM by default; a fault suite that kills anyway says SIGKILL) and the failure thrown.
  */
 export async function twoInstances(
   kind: SampleKind,
   url: string,
   signal: NodeJS.Signals = 'SIGTERM',
+  envs: readonly [Record<string, string>, Record<string, string>] = [{}, {}],
 ): Promise<[SampleApp, SampleApp]> {
-  const started = await Promise.allSettled([
-    startSample(kind, { REDIS_URL: url }),
-    startSample(kind, { REDIS_URL: url }),
-  ]);
+  const started = await Promise.allSettled(envs.map((env) => startSample(kind, { ...env, REDIS_URL: url })));
   const failed = started.find((result) => result.status === 'rejected');
   if (failed !== undefined) {
     for (const result of started) if (result.status === 'fulfilled') await result.value.stop(signal);

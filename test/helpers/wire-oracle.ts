@@ -57,13 +57,26 @@ export type DropWhy =
   | 'type'
   | 'keys'
   | 'event'
+  | 'at'
+  | 'trace'
   | 'cancel';
+
+/**
+ * What a format 2 event message carries besides the event (its `at` and its `trace`), as the receiving
+ * node's members must be handed it: only the fields the message had.
+ */
+export interface WireContext {
+  readonly publishedAt?: number;
+  readonly traceparent?: string;
+  readonly tracestate?: string;
+}
 
 export type Verdict =
   /** The receiving node's own message, come back from Redis: neither received nor dropped. */
   | { readonly kind: 'own' }
   | { readonly kind: 'drop'; readonly why: DropWhy }
-  | { readonly kind: 'event'; readonly event: WireEvent }
+  /** `context` is undefined when the message had neither `at` nor `trace`. */
+  | { readonly kind: 'event'; readonly event: WireEvent; readonly context: WireContext | undefined }
   | { readonly kind: 'cancel'; readonly principal: string; readonly id: string | number };
 
 type Json = Record<string, unknown>;
@@ -141,6 +154,8 @@ export const LEGACY_COPY_PREFIX = '{"v":1,"node":"~2~';
  *    and a string `status`) and a string `owner`. The event object itself holds no `"__proto__"` key;
  *    the task's state is the host's opaque data and may (a node publishing it delivers it locally as
  *    it is, so every other node must too). Extra fields of the event are left out. Else dropped.
+ *    In format 2 only, the event message may also have `at` and `trace`, and must then keep their rules
+ *    (see {@link contextOf}); else the whole message is dropped.
  * 6. A cancellation: a non-empty string principal, an id that is a string or a finite number. Else dropped.
  */
 export function judge(bytes: Uint8Array, receiver: string, channel: WireChannel = 'legacy'): Verdict {
@@ -171,9 +186,13 @@ function byRules(message: unknown, receiver: string, version: number): Verdict {
   if (node === receiver) return drop('self');
   switch (own(message, 'type')) {
     case 'event': {
-      if (!sameKeys(message, ['v', 'node', 'type', 'event'])) return drop('keys');
+      const optional = version === 2 ? ['at', 'trace'].filter((key) => Object.hasOwn(message, key)) : [];
+      if (!sameKeys(message, ['v', 'node', 'type', 'event', ...optional])) return drop('keys');
       const event = eventOf(own(message, 'event'));
-      return event === undefined ? drop('event') : { kind: 'event', event };
+      if (event === undefined) return drop('event');
+      if (optional.length === 0) return { kind: 'event', event, context: undefined };
+      const context = contextOf(message);
+      return typeof context === 'string' ? drop(context) : { kind: 'event', event, context };
     }
     case 'cancel': {
       if (!sameKeys(message, ['v', 'node', 'type', 'principal', 'id'])) return drop('keys');
@@ -190,6 +209,105 @@ function byRules(message: unknown, receiver: string, version: number): Verdict {
 
 function drop(why: DropWhy): Verdict {
   return { kind: 'drop', why };
+}
+
+/**
+ * The context of a format 2 event message that has `at` or `trace`, by docs/redis.md ("The channels and
+ * the messages"), or why it is refused:
+ *
+ * - `at`: a number, finite, not negative (milliseconds since the epoch).
+ * - `trace`: an object of exactly `traceparent` and, optionally, `tracestate`. The traceparent is W3C's
+ *   of version `00`: four fields joined by `-`, the version `00`, a trace id of 32 lowercase hex digits, a
+ *   span id of 16, flags of 2, and neither id all zeros. The tracestate: printable ASCII (U+0020 to
+ *   U+007E), at most 512 characters.
+ */
+function contextOf(message: Json): WireContext | 'at' | 'trace' {
+  const context: { publishedAt?: number; traceparent?: string; tracestate?: string } = {};
+  if (Object.hasOwn(message, 'at')) {
+    const at = message.at;
+    if (typeof at !== 'number' || !Number.isFinite(at) || at < 0) return 'at';
+    context.publishedAt = at;
+  }
+  if (Object.hasOwn(message, 'trace')) {
+    const trace = message.trace;
+    if (!isObject(trace)) return 'trace';
+    const keys = Object.hasOwn(trace, 'tracestate') ? ['traceparent', 'tracestate'] : ['traceparent'];
+    if (!sameKeys(trace, keys)) return 'trace';
+    const traceparent = own(trace, 'traceparent');
+    if (!isTraceparent(traceparent)) return 'trace';
+    context.traceparent = traceparent;
+    if (keys.length === 2) {
+      const tracestate = own(trace, 'tracestate');
+      if (!isTracestate(tracestate)) return 'trace';
+      context.tracestate = tracestate;
+    }
+  }
+  return context;
+}
+
+const LOWER_HEX = '0123456789abcdef';
+
+function isTraceparent(value: unknown): value is string {
+  if (typeof value !== 'string') return false;
+  const fields = value.split('-');
+  if (fields.length !== 4) return false;
+  const [version, traceId, spanId, flags] = fields as [string, string, string, string];
+  const hex = (field: string, length: number): boolean =>
+    field.length === length && [...field].every((c) => LOWER_HEX.includes(c));
+  return (
+    version === '00' &&
+    hex(traceId, 32) &&
+    hex(spanId, 16) &&
+    hex(flags, 2) &&
+    traceId !== '0'.repeat(32) &&
+    spanId !== '0'.repeat(16)
+  );
+}
+
+function isTracestate(value: unknown): value is string {
+  if (typeof value !== 'string' || value.length > 512) return false;
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i);
+    if (code < 0x20 || code > 0x7e) return false;
+  }
+  return true;
+}
+
+/**
+ * What a node of this release carries of the context its hub hands it, by docs/redis.md: every part a
+ * reader would accept, and nothing else (an `at` that is no finite non-negative number is left out, and so
+ * is a malformed traceparent with its tracestate, and a tracestate a reader would refuse). Undefined when
+ * nothing is left: the message then has neither `at` nor `trace`.
+ */
+export function carried(context: Record<string, unknown> | undefined): WireContext | undefined {
+  if (context === undefined) return undefined;
+  const out: { publishedAt?: number; traceparent?: string; tracestate?: string } = {};
+  const { publishedAt, traceparent, tracestate } = context;
+  if (typeof publishedAt === 'number' && Number.isFinite(publishedAt) && publishedAt >= 0) {
+    // As JSON writes it and a reader parses it back (-0 is written 0).
+    out.publishedAt = publishedAt === 0 ? 0 : publishedAt;
+  }
+  if (isTraceparent(traceparent)) {
+    out.traceparent = traceparent;
+    if (isTracestate(tracestate)) out.tracestate = tracestate;
+  }
+  return Object.keys(out).length === 0 ? undefined : out;
+}
+
+/**
+ * The message a node of this release writes for `event` published with `context`, by the contract: the
+ * envelope's members in the writer's order (docs/redis.md), then what it {@link carried} of the context.
+ */
+export function writtenEvent(node: string, event: WireEvent, context?: Record<string, unknown>): string {
+  const kept = carried(context);
+  const members: string[] = [`"type":"event"`, `"event":${JSON.stringify(event)}`];
+  if (kept?.publishedAt !== undefined) members.push(`"at":${JSON.stringify(kept.publishedAt)}`);
+  if (kept?.traceparent !== undefined) {
+    const trace: Record<string, string> = { traceparent: kept.traceparent };
+    if (kept.tracestate !== undefined) trace.tracestate = kept.tracestate;
+    members.push(`"trace":${JSON.stringify(trace)}`);
+  }
+  return `${ownPrefix(node, 2)}${members.join(',')}}`;
 }
 
 function eventOf(event: unknown): WireEvent | undefined {

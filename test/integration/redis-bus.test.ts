@@ -16,7 +16,13 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Cluster, Redis } from 'ioredis';
 import { createClient, createCluster } from 'redis';
-import { ErrorCode, SubscriptionHub, type SubscriptionBus, type SubscriptionEvent } from 'mcp-subscriptions';
+import {
+  ErrorCode,
+  SubscriptionHub,
+  type EventContext,
+  type SubscriptionBus,
+  type SubscriptionEvent,
+} from 'mcp-subscriptions';
 import {
   RedisBus,
   RedisBusChannel,
@@ -100,19 +106,15 @@ function plainClient(url = REDIS_URL): Redis {
 }
 
 type Form = Library | `url:${Library}`;
-type NodeOptions = Partial<Pick<RedisBusOptions, 'logger' | 'nodeId'>> & { url?: string };
+type NodeOptions = Partial<Pick<RedisBusOptions, 'logger' | 'nodeId' | 'routing'>> & { url?: string };
 
 /** One node: a RedisBus on the caller's clients of `form`, or on a URL with that library. */
 async function node(form: Form, channelPrefix: string, options: NodeOptions = {}): Promise<RedisBus> {
-  const { url = REDIS_URL, logger = recordingLogger(), nodeId } = options;
+  const { url = REDIS_URL, logger = recordingLogger(), nodeId, routing } = options;
+  const extra = { ...(nodeId ? { nodeId } : {}), ...(routing === undefined ? {} : { routing }) };
   const bus = form.startsWith('url:')
-    ? new RedisBus({ url, client: form.slice(4) as Library, channelPrefix, logger, ...(nodeId ? { nodeId } : {}) })
-    : new RedisBus({
-        ...(await callerClients(form as Library, url)),
-        channelPrefix,
-        logger,
-        ...(nodeId ? { nodeId } : {}),
-      });
+    ? new RedisBus({ url, client: form.slice(4) as Library, channelPrefix, logger, ...extra })
+    : new RedisBus({ ...(await callerClients(form as Library, url)), channelPrefix, logger, ...extra });
   cleanups.push(() => bus.close());
   return bus;
 }
@@ -127,10 +129,10 @@ function spread(buses: readonly RedisBus[]): SubscriptionBus {
   return { join: (listener) => buses[next++ % buses.length]!.join(listener) };
 }
 
-function nodes(forms: readonly Form[]) {
+function nodes(forms: readonly Form[], routing?: RedisBusOptions['routing']) {
   return async () => {
     const channelPrefix = uniquePrefix();
-    const buses = await Promise.all(forms.map((form) => node(form, channelPrefix)));
+    const buses = await Promise.all(forms.map((form) => node(form, channelPrefix, { routing })));
     await connected(...buses);
     return {
       bus: buses.length === 1 ? buses[0]! : spread(buses),
@@ -162,6 +164,12 @@ describeUnless(redisMissing)('RedisBus against Redis on 127.0.0.1:6379', () => {
   describeBusContract('RedisBus (url, node-redis)', nodes(['url:redis', 'url:redis']));
   describeBusContract('RedisBus (ioredis), one node', nodes(['ioredis']));
   describeBusContract('RedisBus (node-redis), one node', nodes(['redis']));
+  // The other routings put events on other channels; what arrives is decoded and handed on the same way.
+  describeBusContract(
+    'RedisBus (ioredis and node-redis, routing buckets)',
+    nodes(['ioredis', 'redis'], { buckets: 4 }),
+  );
+  describeBusContract('RedisBus (ioredis and node-redis, routing broadcast)', nodes(['ioredis', 'redis'], 'broadcast'));
 
   describe('what arrives on the channel', () => {
     const head = (node: unknown, type: unknown) => ({ v: 1, node, type });
@@ -417,6 +425,96 @@ describeUnless(redisMissing)('RedisBus against Redis on 127.0.0.1:6379', () => {
       expect(a.stats()).toMatchObject({ received: 1, dropped: 0 });
     },
   );
+
+  describe("an event's context (publish time, W3C trace context)", () => {
+    const TRACEPARENT = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const TOOLS: SubscriptionEvent = { kind: 'tools_list_changed' };
+    /** A member that follows the tools list and the marker, and records what reaches it with its context. */
+    async function recorder(bus: RedisBus) {
+      const seen: [SubscriptionEvent, EventContext | undefined][] = [];
+      const member = bus.join({ event: (event, context) => seen.push([event, context]), cancel: noop });
+      await member.follow?.({ lists: ['tools_list_changed'], uris: [MARKER_URI], taskIds: [] });
+      return { member, seen };
+    }
+
+    test('travels in the v2 message only: the copy a first-release node gets is the first release’s message, exactly', async () => {
+      const channelPrefix = uniquePrefix();
+      const a = await node('ioredis', channelPrefix);
+      const b = await node('redis', channelPrefix);
+      // A first-release node, as this release counts one: a subscriber of the legacy channel alone.
+      const firstRelease = plainClient();
+      const copies: string[] = [];
+      firstRelease.on('message', (_channel: string, message: string) => copies.push(message));
+      await firstRelease.subscribe(a.channel);
+      const tap = plainClient();
+      const written: string[] = [];
+      tap.on('pmessage', (_pattern: string, _channel: string, message: string) => written.push(message));
+      await tap.psubscribe(`${channelPrefix}:2:l:*`);
+      await connected(a, b);
+      await waitFor(() => a.stats().legacyNodes === 1, 'the first-release node counted', 5000);
+      const atB = await recorder(b);
+      const publisher = a.join({ event: noop, cancel: noop });
+      const context = { publishedAt: 1764650000123.5, traceparent: TRACEPARENT, tracestate: 'rojo=00f067aa0ba902b7' };
+      publisher.publish(TOOLS, context);
+      publisher.publish(TOOLS);
+      await waitFor(() => atB.seen.length === 2 && copies.length === 2 && written.length === 2, 'both events');
+      expect(atB.seen).toStrictEqual([
+        [TOOLS, context],
+        [TOOLS, undefined],
+      ]);
+      expect(written.map((message) => JSON.parse(message) as unknown)).toStrictEqual([
+        {
+          v: 2,
+          node: a.nodeId,
+          type: 'event',
+          event: TOOLS,
+          at: context.publishedAt,
+          trace: { traceparent: TRACEPARENT, tracestate: context.tracestate },
+        },
+        { v: 2, node: a.nodeId, type: 'event', event: TOOLS },
+      ]);
+      const copy = { v: 1, node: `~2~${a.nodeId}`, type: 'event', event: TOOLS };
+      expect(copies.map((message) => JSON.parse(message) as unknown)).toStrictEqual([copy, copy]);
+    });
+
+    test.each(LIBRARIES)(
+      'a message whose context breaks the rules reaches no member: dropped and counted, the first logged; a valid one arrives with it (%s)',
+      async (library) => {
+        const channelPrefix = uniquePrefix();
+        const logger = recordingLogger();
+        const bus = await node(library, channelPrefix, { logger });
+        await connected(bus);
+        const atBus = await recorder(bus);
+        const head = '{"v":2,"node":"another-node","type":"event","event":{"kind":"tools_list_changed"}';
+        const bad = [
+          ',"at":-1',
+          ',"at":"1764650000123"',
+          `,"trace":"${TRACEPARENT}"`,
+          `,"trace":{"traceparent":"${TRACEPARENT.toUpperCase()}"}`,
+          `,"trace":{"traceparent":"00-${'0'.repeat(32)}-00f067aa0ba902b7-01"}`,
+          `,"trace":{"traceparent":"${TRACEPARENT}","tracestate":"${'x'.repeat(513)}"}`,
+          `,"trace":{"traceparent":"${TRACEPARENT}","tracestate":"a=1\\r\\nb=2"}`,
+          `,"trace":{"traceparent":"${TRACEPARENT}","__proto__":{"polluted":true}}`,
+          ',"context":{}',
+        ];
+        const raw = plainClient();
+        const channel = `${channelPrefix}:2:l:tools`;
+        for (const members of bad) await raw.publish(channel, `${head}${members}}`);
+        await raw.publish(channel, `${head},"at":1764650000123,"trace":{"traceparent":"${TRACEPARENT}"}}`);
+        await raw.publish(bus.channel, JSON.stringify({ v: 1, node: 'another-node', type: 'event', event: MARKER }));
+        await waitFor(() => atBus.seen.some(([event]) => isMarker(event)), 'the marker');
+        expect(atBus.seen).toStrictEqual([
+          [TOOLS, { publishedAt: 1764650000123, traceparent: TRACEPARENT }],
+          [MARKER, undefined],
+        ]);
+        expect(bus.stats()).toMatchObject({ connected: true, received: 2, dropped: bad.length });
+        expect(logger.warns).toHaveLength(1);
+        expect(String(logger.warns[0]![0])).toContain('(context)');
+        expect(logger.errors).toStrictEqual([]);
+        expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+      },
+    );
+  });
 
   describe('close()', () => {
     test.each(LIBRARIES)('quits the two connections it created from a URL, and is idempotent (%s)', async (library) => {

@@ -17,7 +17,7 @@ import {
 } from '@opentelemetry/sdk-metrics';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import express from 'express';
-import { MemoryBus, SubscriptionHub } from 'mcp-subscriptions';
+import { MemoryBus, SubscriptionHub, type EventContext } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
 import { telemetryLoaded } from '../../lib/telemetry.ts';
 import { authFromUserHeader, listenOn, type RunningServer } from '../helpers/express-apps.ts';
@@ -259,6 +259,28 @@ describe('a trace across nodes', () => {
         'mcp.subscriptions.streams.matched'
       ],
     ).toBe(1);
+  });
+
+  test('a context a custom bus gets wrong is left out, and the event is delivered all the same', async () => {
+    for (const stream of streams.splice(0)) stream.close();
+    await waitFor(() => hubA.stats().openStreams === 0, 'the earlier streams gone');
+    const alice = await open('t2', 'alice-7f3a', { toolsListChanged: true });
+    spans.reset();
+    // Another member of the bus, publishing as a bus of one's own might: malformed parts of a context.
+    const member = bus.join({ event: () => undefined, cancel: () => undefined });
+    const bad = [
+      { traceparent: '00-00000000000000000000000000000009-000000000000000f-00', tracestate: [] },
+      { traceparent: 'not a traceparent', publishedAt: 'yesterday' },
+      { traceparent: 42, publishedAt: Number.NaN },
+    ] as unknown as EventContext[];
+    for (const context of bad) member.publish({ kind: 'tools_list_changed' }, context);
+    await member.leave();
+    await alice.until(() => alice.events.length >= 4, 'three tools changes');
+    // Only the first carried a valid traceparent: its delivery by each hub is traced, without the bad tracestate.
+    expect(spans.getFinishedSpans().map((span) => [span.name, span.links[0]?.context.traceState])).toStrictEqual([
+      ['deliver tools_list_changed', undefined],
+      ['deliver tools_list_changed', undefined],
+    ]);
   });
 
   test('a publish outside any span makes no span', () => {

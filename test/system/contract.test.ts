@@ -11,7 +11,10 @@
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { spawn } from 'node:child_process';
+import { createServer, connect as netConnect } from 'node:net';
 import { bearer } from '../helpers/bearer.ts';
+import { freePort } from '../helpers/free-port.ts';
+import { acceptsConnections, CAN_LIST_LISTENING_PORTS, listeningPorts } from '../helpers/listening.ts';
 import {
   ACK,
   expectCancelAcross,
@@ -23,6 +26,7 @@ import {
   untilDelivered,
   UPDATED,
 } from '../helpers/listen-clients.ts';
+import { labelValues, scrape, seriesOf, totalOf, type Exposition } from '../helpers/prometheus.ts';
 import { ownRedisSkipReason } from '../helpers/redis.ts';
 import {
   eventually,
@@ -42,7 +46,7 @@ import {
   type McpAnswer,
   type SampleApp,
 } from '../helpers/sample-app.ts';
-import { describeMessage, Sentinel, watcher } from '../helpers/sentinel.ts';
+import { describeMessage, isUpdateOf, Sentinel, watcher } from '../helpers/sentinel.ts';
 import { testUnless } from '../helpers/skip.ts';
 import { listenBody, listenHeaders, post, TASKS_META, type SseStream } from '../helpers/sse.ts';
 import { twoInstances, warm } from '../helpers/two-instances.ts';
@@ -56,6 +60,11 @@ const SAMPLES = selectedSampleKinds();
  * skipped, saying so, except in CI, where they must run (.ci/run installs it).
  */
 const redisTest = testUnless(ownRedisSkipReason('the REDIS_URL rows'));
+
+/** Which TCP ports a sample listens on can be read on Linux only (/proc); elsewhere those rows are skipped. */
+const procTest = testUnless(
+  CAN_LIST_LISTENING_PORTS ? undefined : 'listing a process’s listening ports needs Linux /proc',
+);
 
 const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
 const TASKS = 'io.modelcontextprotocol/tasks';
@@ -134,6 +143,67 @@ async function openStreamCount(app: SampleApp): Promise<number> {
   return res.body.openStreams as number;
 }
 
+/** The library's instruments as the Prometheus exporter names them: dots to underscores, `_total` on counters. */
+const metric = (name: string): string => `mcp_subscriptions_${name}`;
+
+/** What /metrics says of the hub's gauges, under the names of `hub.stats()`; `following` by event kind. */
+function gaugesOf(exposition: Exposition): Record<string, unknown> {
+  const total = (name: string, labels: Record<string, string> = {}): number =>
+    totalOf(exposition, metric(name), labels);
+  const kinds = [
+    'tools_list_changed',
+    'prompts_list_changed',
+    'resources_list_changed',
+    'resource_updated',
+    'task_status',
+  ];
+  return {
+    openStreams: total('streams'),
+    pendingStreams: total('streams_pending'),
+    queued: total('queue_depth'),
+    following: Object.fromEntries(
+      kinds.map((kind) => [kind, total('streams_following', { mcp_subscriptions_event_kind: kind })]),
+    ),
+  };
+}
+
+/**
+ * What /metrics says of the hub's counters, under the names of `hub.stats()`: each summed over its
+ * attributes, `closed` and `refusals` by the attribute for each reason `stats` has.
+ */
+function countersOf(exposition: Exposition, stats: any): Record<string, unknown> {
+  const total = (name: string, labels: Record<string, string> = {}): number =>
+    totalOf(exposition, metric(name), labels);
+  const byReason = (name: string, label: string, reasons: object): Record<string, number> =>
+    Object.fromEntries(Object.keys(reasons).map((reason) => [reason, total(name, { [label]: reason })]));
+  return {
+    opened: total('listens_opened_total'),
+    written: total('deliveries_total'),
+    published: total('events_published_total'),
+    coalesced: total('events_coalesced_total'),
+    dropped: total('events_dropped_total'),
+    closed: byReason('streams_closed_total', 'mcp_subscriptions_close_reason', stats.closed),
+    refusals: byReason('listens_refused_total', 'error_type', stats.refusals),
+  };
+}
+
+/**
+ * The stats route and a scrape that saw the same state: the stats read before and after the scrape
+ * agree. Counters only move with traffic, and the caller makes none meanwhile.
+ */
+async function quiescentScrape(app: SampleApp, metricsUrl: string): Promise<{ stats: any; exposition: Exposition }> {
+  const seen = await eventually(async () => {
+    const before = (await app.api(alice, 'GET', '/api/subscriptions/stats')).body;
+    const scraped = await scrape(metricsUrl);
+    const after = (await app.api(alice, 'GET', '/api/subscriptions/stats')).body;
+    expect(scraped.status).toBe(200);
+    return JSON.stringify(before) === JSON.stringify(after)
+      ? { stats: after, exposition: scraped.exposition! }
+      : undefined;
+  }, 'a scrape between two equal reads of the stats route');
+  return seen!;
+}
+
 function readText(res: McpAnswer): string {
   expect(res.message?.error).toBe(undefined); // resources/read did not fail
   return JSON.stringify(res.message?.result?.contents);
@@ -149,7 +219,12 @@ for (const kind of SAMPLES) {
     // Spawning costs about a second each: start every configuration at once, await each where used.
     // The blocks await them in hooks given 60 s: startSample gives up after 30 s by itself, with the
     // sample's output in its message, which is the failure worth reading (not jest's hook timeout).
-    const starting: Record<'main' | 'limited' | 'fair' | 'conformance' | 'shutdown', Promise<SampleApp>> = {} as never;
+    const starting: Record<
+      'main' | 'limited' | 'fair' | 'conformance' | 'shutdown' | 'metrics',
+      Promise<SampleApp>
+    > = {} as never;
+    /** The METRICS_PORT of `starting.metrics`. */
+    let metricsPort: Promise<number>;
 
     beforeAll(() => {
       starting.main = startSample(kind);
@@ -157,6 +232,8 @@ for (const kind of SAMPLES) {
       starting.fair = startSample(kind, { MAX_SUBSCRIPTIONS_PER_PRINCIPAL: '2', STALL_TIMEOUT_MS: '500' });
       starting.conformance = startSample(kind, { MCP_CONFORMANCE: '1' });
       starting.shutdown = startSample(kind, { HOST: undefined });
+      metricsPort = freePort();
+      starting.metrics = metricsPort.then((port) => startSample(kind, { METRICS_PORT: String(port) }));
       // A failure is reported by the block that awaits it.
       for (const app of Object.values(starting)) app.catch(() => {});
     });
@@ -867,6 +944,18 @@ for (const kind of SAMPLES) {
         expect(stats.body).not.toHaveProperty('bus');
       });
 
+      it('serves no metrics without METRICS_PORT: the port it would have used is refused, and /metrics on PORT is not open', async () => {
+        const port = await freePort();
+        expect(await acceptsConnections(port)).toBe(false);
+        const metrics = await fetch(new URL('/metrics', app.baseUrl));
+        await metrics.arrayBuffer();
+        expect([401, 404]).toContain(metrics.status); // behind the app's auth, or no such route
+      });
+
+      procTest('listens on PORT only without METRICS_PORT', () => {
+        expect(listeningPorts(app.child.pid!)).toStrictEqual([Number(new URL(app.baseUrl).port)]);
+      });
+
       describe('listen request errors (spec §6)', () => {
         async function refused(body: unknown, headers: Record<string, string> = listenHeaders(bearer(alice))) {
           const stream = await post(app.url, body, headers);
@@ -1255,6 +1344,208 @@ for (const kind of SAMPLES) {
       });
     });
 
+    describe('METRICS_PORT', () => {
+      let app: SampleApp;
+      let port: number;
+      let metricsUrl: string;
+      beforeAll(async () => {
+        app = await starting.metrics;
+        port = await metricsPort;
+        metricsUrl = `http://127.0.0.1:${port}/metrics`;
+      }, 60_000);
+      afterAll(async () => {
+        await app?.stop();
+      });
+      beforeEach(async () => {
+        await eventually(async () => (await openStreamCount(app)) === 0, 'no stream open before the test');
+      });
+
+      it('serves GET /metrics on that port of HOST without auth: 200, text/plain, the Prometheus text format; the startup line is unchanged', async () => {
+        expect(app.stdout()).toBe(`listening on ${app.url} (${sampleHost(kind)})\n`);
+        const { status, contentType, exposition } = await scrape(metricsUrl); // no Authorization header
+        expect(status).toBe(200);
+        expect(contentType).toMatch(/^text\/plain\b/);
+        // scrape() parsed every line as a scraper would; the library's meter reports through it.
+        expect(exposition!.types.get('mcp_subscriptions_streams')).toBe('gauge');
+        expect(
+          seriesOf(exposition!, 'mcp_subscriptions_streams').map((sample) => sample.labels['otel_scope_name']),
+        ).toStrictEqual(['mcp-subscriptions']);
+      });
+
+      it('serves /metrics only on METRICS_PORT: no route of the app there, and nothing but GET and HEAD', async () => {
+        const stats = await fetch(`http://127.0.0.1:${port}/api/subscriptions/stats`, { headers: bearer(alice) });
+        expect({ status: stats.status, body: (await stats.text()).includes('openStreams') }).toStrictEqual({
+          status: 404,
+          body: false,
+        });
+        const post = await fetch(metricsUrl, { method: 'POST' });
+        await post.arrayBuffer();
+        expect(post.status).toBe(405);
+        const head = await fetch(metricsUrl, { method: 'HEAD' });
+        expect(head.status).toBe(200);
+      });
+
+      procTest('listens on PORT and METRICS_PORT, nothing else', () => {
+        expect(listeningPorts(app.child.pid!)).toStrictEqual(
+          [Number(new URL(app.baseUrl).port), port].sort((a, b) => a - b),
+        );
+      });
+
+      it('the gauges in /metrics agree with GET /api/subscriptions/stats while streams are open, the counters once they closed; no label names a principal, URI or task id', async () => {
+        const before = await quiescentScrape(app, metricsUrl);
+        const note = uid('secret-note');
+        const uri = `note://alice/${note}`;
+        const foreign = `note://bob/${uid('secret-note')}`;
+        const task = await createTask(app, bob);
+        const aliceId = uid('secret-listen');
+        const bobId = uid('secret-listen');
+        // One URI readable, one not (alice may not read bob's notes); one task of bob's own.
+        const first = await openStream(app, alice, aliceId, {
+          toolsListChanged: true,
+          resourceSubscriptions: [uri, foreign],
+        });
+        expect(first.honored).toStrictEqual({ toolsListChanged: true, resourceSubscriptions: [uri] });
+        const second = await openStream(app, bob, bobId, { taskIds: [task] }, TASKS_META);
+        const malformed = await listenRaw(app, carol, uid('secret-listen'), { resourceSubscriptions: 'note://x/y' });
+        expect((await refusal(malformed)).json.error?.code).toBe(-32602); // refused: invalid-params
+
+        const during = await quiescentScrape(app, metricsUrl);
+        expect(during.stats.openStreams).toBe(2);
+        expect(gaugesOf(during.exposition)).toStrictEqual({
+          openStreams: during.stats.openStreams,
+          pendingStreams: during.stats.pendingStreams,
+          queued: during.stats.queued,
+          following: {
+            tools_list_changed: during.stats.listening.toolsListChanged,
+            prompts_list_changed: during.stats.listening.promptsListChanged,
+            resources_list_changed: during.stats.listening.resourcesListChanged,
+            resource_updated: 1, // streams following at least one URI: alice's
+            task_status: 1, // streams following at least one task: bob's
+          },
+        });
+
+        expect((await putNote(app, alice, uri, 'counted')).status).toBe(201);
+        expect((await app.api(bob, 'POST', `/api/tasks/${task}/status`, { status: 'completed' })).status).toBe(200);
+        expect((await first.stream.event(2)).json?.method).toBe(UPDATED);
+        expect((await second.stream.event(2)).json?.method).toBe(TASK);
+        first.stream.close(); // closed by the client
+        expect((await postCancel(app, bob, bobId)).status).toBe(202); // cancelled
+        await second.stream.end();
+        await eventually(async () => (await openStreamCount(app)) === 0, 'both streams closed');
+
+        const { stats, exposition } = await quiescentScrape(app, metricsUrl);
+        // The workload moved every counter compared below: an agreement of zeros would prove nothing.
+        expect({
+          opened: stats.opened - before.stats.opened,
+          written: stats.written - before.stats.written,
+          published: stats.published - before.stats.published,
+          client: stats.closed.client - before.stats.closed.client,
+          cancelled: stats.closed.cancelled - before.stats.closed.cancelled,
+          invalidParams: stats.refusals['invalid-params'] - before.stats.refusals['invalid-params'],
+        }).toStrictEqual({ opened: 2, written: 2, published: 3, client: 1, cancelled: 1, invalidParams: 1 });
+        expect(countersOf(exposition, stats)).toStrictEqual({
+          opened: stats.opened,
+          written: stats.written,
+          published: stats.published,
+          coalesced: stats.coalesced,
+          dropped: stats.dropped,
+          closed: stats.closed,
+          refusals: stats.refusals,
+        });
+        expect(gaugesOf(exposition)).toStrictEqual({
+          openStreams: stats.openStreams,
+          pendingStreams: stats.pendingStreams,
+          queued: stats.queued,
+          following: {
+            tools_list_changed: stats.listening.toolsListChanged,
+            prompts_list_changed: stats.listening.promptsListChanged,
+            resources_list_changed: stats.listening.resourcesListChanged,
+            resource_updated: 0,
+            task_status: 0,
+          },
+        });
+        // What stats() does not count: one acknowledgement and one authorization per opened listen, and
+        // each URI or task id checked once by each check it went through.
+        const moved = (name: string, labels: Record<string, string> = {}): number =>
+          totalOf(exposition, name, labels) - totalOf(before.exposition, name, labels);
+        const check = (name: string, outcome: string): number =>
+          moved('mcp_subscriptions_authorization_checks_total', {
+            mcp_subscriptions_check: name,
+            mcp_subscriptions_check_outcome: outcome,
+          });
+        expect({
+          acks: moved('mcp_subscriptions_ack_duration_count'),
+          authorizations: moved('mcp_subscriptions_authorization_duration_count'),
+          checks: {
+            readable: check('can_read', 'allowed'),
+            unreadable: check('can_read', 'denied'),
+            subscribed: check('handle_subscribe_resource', 'allowed'),
+            task: check('can_access_task', 'allowed'),
+          },
+        }).toStrictEqual({
+          acks: 2,
+          authorizations: 2,
+          checks: { readable: 1, unreadable: 1, subscribed: 1, task: 1 },
+        });
+        for (const counter of [
+          'mcp_subscriptions_listens_opened_total',
+          'mcp_subscriptions_deliveries_total',
+          'mcp_subscriptions_streams_closed_total',
+          'mcp_subscriptions_authorization_checks_total',
+        ]) {
+          expect({ counter, type: exposition.types.get(counter) }).toStrictEqual({ counter, type: 'counter' });
+        }
+        expect(exposition.types.get('mcp_subscriptions_ack_duration')).toBe('histogram');
+        expect(exposition.units.get('mcp_subscriptions_ack_duration')).toBe('s');
+
+        const values = labelValues(exposition);
+        for (const secret of ['alice', 'bob', 'carol', 'note://', note, foreign, task, aliceId, bobId]) {
+          const leaked = values.filter((value) => value.includes(secret));
+          expect({ secret, leaked }).toStrictEqual({ secret, leaked: [] });
+        }
+      });
+
+      it('SIGTERM closes the metrics server too, whatever connections scrapers hold: every stream gets its result, exit 0', async () => {
+        const { stream } = await openStream(app, alice, 'metrics-bye', { toolsListChanged: true });
+        // fetch keeps its connection to the metrics server alive for the next scrape; and a connection
+        // that has sent nothing yet, which Node's server.close() would wait for (its headers timeout).
+        expect((await scrape(metricsUrl)).status).toBe(200);
+        const silent = netConnect({ port, host: '127.0.0.1' });
+        silent.on('error', () => {}); // reset by the closing server: what it is there for
+        await new Promise((resolve) => silent.once('connect', resolve));
+        const code = await app.stop('SIGTERM');
+        await stream.end();
+        expect(stream.events.at(-1)?.json?.result?.resultType).toBe('complete');
+        expect(code).toBe(0);
+        silent.destroy();
+        expect(await acceptsConnections(port)).toBe(false);
+      });
+    });
+
+    it('refuses to start on an invalid METRICS_PORT (0, not a number, out of range, equal to PORT) or one in use, naming it', async () => {
+      const taken = createServer();
+      await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+      const takenPort = (taken.address() as { port: number }).port;
+      const samePort = String(await freePort());
+      try {
+        await Promise.all(
+          [
+            { METRICS_PORT: '0' },
+            { METRICS_PORT: 'abc' },
+            { METRICS_PORT: '65536' },
+            { PORT: samePort, METRICS_PORT: samePort },
+            { METRICS_PORT: String(takenPort) },
+          ].map(async (env) => {
+            const started = startSample(kind, env);
+            await expect(started).rejects.toThrow(/exited with code [1-9]/);
+            await expect(started).rejects.toThrow('METRICS_PORT');
+          }),
+        );
+      } finally {
+        await new Promise((resolve) => taken.close(resolve));
+      }
+    }, 60_000); // five samples starting at once (startSample allows each 30 s)
+
     it('refuses to start on an invalid KEEPALIVE_MS, MAX_SUBSCRIPTIONS, MAX_SUBSCRIPTIONS_PER_PRINCIPAL or STALL_TIMEOUT_MS, naming it', async () => {
       await Promise.all(
         ['KEEPALIVE_MS', 'MAX_SUBSCRIPTIONS', 'MAX_SUBSCRIPTIONS_PER_PRINCIPAL', 'STALL_TIMEOUT_MS'].map(
@@ -1396,6 +1687,83 @@ for (const kind of SAMPLES) {
                 expect({ secret, leaked: text.includes(String(secret)) }).toStrictEqual({ secret, leaked: false });
               }
             }
+          } finally {
+            await Promise.all([a.stop(), b.stop()]);
+          }
+        });
+      },
+      90_000,
+    );
+
+    redisTest(
+      "REDIS_URL and METRICS_PORT: each instance's bus metrics agree with the `bus` of its stats route",
+      async () => {
+        await withOwnRedis(async (redis) => {
+          const ports = [await freePort(), await freePort()] as const;
+          const [a, b] = await twoInstances(kind, redis.url, 'SIGTERM', [
+            { METRICS_PORT: String(ports[0]) },
+            { METRICS_PORT: String(ports[1]) },
+          ]);
+          try {
+            // Each instance publishes, and receives what the other published.
+            const probes = await warm(a, b, subscribe);
+            for (const [instance, port] of [
+              [a, ports[0]],
+              [b, ports[1]],
+            ] as const) {
+              const { stats, exposition } = await quiescentScrape(instance, `http://127.0.0.1:${port}/metrics`);
+              expect(stats.bus.received).toBeGreaterThanOrEqual(1); // an agreement of zeros would prove nothing
+              expect({
+                connected: totalOf(exposition, metric('bus_connected')),
+                published: totalOf(exposition, metric('bus_published_total')),
+                received: totalOf(exposition, metric('bus_received_total')),
+                dropped: totalOf(exposition, metric('bus_dropped_total')),
+              }).toStrictEqual({
+                connected: stats.bus.connected ? 1 : 0,
+                published: stats.bus.published,
+                received: stats.bus.received,
+                dropped: stats.bus.dropped,
+              });
+              expect(exposition.types.get(metric('bus_connected'))).toBe('gauge');
+              const values = labelValues(exposition);
+              for (const secret of ['alice', 'bob', 'carol', 'note://', 'warm', probes[0]!.id, redis.url]) {
+                const leaked = values.filter((value) => value.includes(String(secret)));
+                expect({ secret, leaked }).toStrictEqual({ secret, leaked: [] });
+              }
+            }
+          } finally {
+            await Promise.all([a.stop(), b.stop()]);
+          }
+        });
+      },
+      90_000,
+    );
+
+    redisTest(
+      'REDIS_URL and METRICS_PORT: an event received from the other instance is timed in mcp_subscriptions_bus_lag (seconds)',
+      async () => {
+        await withOwnRedis(async (redis) => {
+          const ports = [await freePort(), await freePort()] as const;
+          const [a, b] = await twoInstances(kind, redis.url, 'SIGTERM', [
+            { METRICS_PORT: String(ports[0]) },
+            { METRICS_PORT: String(ports[1]) },
+          ]);
+          try {
+            const metricsOfB = `http://127.0.0.1:${ports[1]}/metrics`;
+            await warm(a, b, subscribe);
+            const before = await quiescentScrape(b, metricsOfB);
+            // A stream on b follows a note that a changes: a's event reaches b over Redis.
+            const uri = `note://alice/${uid('lag')}`;
+            const onB = await subscribe(b, alice, uid('lag'), { resourceSubscriptions: [uri] });
+            expect((await putNote(a, alice, uri, 'timed')).status).toBe(201);
+            await onB.waitFor(isUpdateOf(uri), { timeoutMs: 5000 });
+            const after = await quiescentScrape(b, metricsOfB);
+            const lagged =
+              totalOf(after.exposition, metric('bus_lag_count')) - totalOf(before.exposition, metric('bus_lag_count'));
+            expect(after.stats.bus.received - before.stats.bus.received).toBeGreaterThanOrEqual(1);
+            expect(lagged).toBeGreaterThanOrEqual(1);
+            expect(after.exposition.types.get(metric('bus_lag'))).toBe('histogram');
+            expect(after.exposition.units.get(metric('bus_lag'))).toBe('s');
           } finally {
             await Promise.all([a.stop(), b.stop()]);
           }

@@ -17,7 +17,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import express from 'express';
 import { Cluster } from 'ioredis';
 import { createCluster } from 'redis';
-import { SubscriptionHub } from 'mcp-subscriptions';
+import { SubscriptionHub, type EventContext, type SubscriptionEvent } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
 import { RedisBus } from 'mcp-subscriptions/redis';
 import { ClusterConnection } from '../../adapters/redis/cluster-connection.ts';
@@ -381,6 +381,38 @@ describeUnless(serverMissing)('RedisBus on a Redis Cluster (3 masters, 3 replica
       expect(b.bus.stats()).toMatchObject({ connected: true, routing: 'interest', resubscribes: 0 });
       expect(b.bus.stats().subscriptions).toBeGreaterThanOrEqual(uris.length + 1);
       expect([a.logger.errors, b.logger.errors]).toStrictEqual([[], []]);
+    });
+
+    test('an event’s context (publish time, trace) reaches the other node’s members over sharded channels; one without arrives with none', async () => {
+      const prefix = uniquePrefix();
+      const [a, b] = [await busOf(form, prefix), await busOf(form, prefix)];
+      await waitFor(() => a.stats().connected && b.stats().connected, 'the buses connected', 20_000);
+      // One URI on each master, two events of each: with a context and without.
+      const masters = await running().masters();
+      const uris = await Promise.all(masters.map((port, i) => uriOn(port, prefix, `context-${i}`)));
+      const seen: [SubscriptionEvent, EventContext | undefined][] = [];
+      await b
+        .join({ event: (event, context) => seen.push([event, context]), cancel: noop })
+        .follow?.({ lists: [], uris, taskIds: [] });
+      const fromA = a.join({ event: noop, cancel: noop });
+      const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+      const sent: [SubscriptionEvent, EventContext | undefined][] = uris.flatMap((uri, i) => [
+        [
+          { kind: 'resource_updated', uri },
+          { publishedAt: 1764650000123 + i, traceparent, tracestate: `rojo=${i}` },
+        ],
+        [{ kind: 'resource_updated', uri }, undefined],
+      ]);
+      for (const [event, context] of sent) {
+        if (context === undefined) fromA.publish(event);
+        else fromA.publish(event, context);
+      }
+      await waitFor(() => seen.length === sent.length, 'every event at b', 20_000);
+      // In order per channel (per shard); the shards have no order between them.
+      const byUri = (list: typeof sent) =>
+        uris.map((uri) => list.filter(([event]) => event.kind === 'resource_updated' && event.uri === uri));
+      expect(byUri(seen)).toStrictEqual(byUri(sent));
+      expect(b.stats()).toMatchObject({ received: sent.length, dropped: 0 });
     });
   });
 

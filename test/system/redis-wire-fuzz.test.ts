@@ -9,6 +9,13 @@
  * a BOM, UTF-16, empty), messages claiming to come from the receiving node, other versions and kinds,
  * and messages around the 4 MiB bound, interleaved.
  *
+ * The same again on this release's channels (wire v2, published on the tools list's channel, which both
+ * nodes follow), where an event message may carry a context (`at`, `trace`): what the contract accepts
+ * reaches every member of the node with exactly the context it carried (a bus member of each node
+ * records it). And events a bus member publishes with contexts as any caller might hand them (valid, or a
+ * custom caller's mistakes): the other node's members get what the contract says the writer carries of
+ * each, and the event whatever the context.
+ *
  * Every message is judged, for each node, by an oracle written from the wire's contract
  * (test/helpers/wire-oracle.ts), never by the bus's own decoder. What the oracle accepts reaches
  * exactly the streams it should, once, as the exact bytes the oracle writes, and every hub listener of
@@ -31,7 +38,7 @@ import { fc, test as propTest } from '@fast-check/jest';
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
-import { SubscriptionHub, type SubscriptionEvent, type TaskState } from 'mcp-subscriptions';
+import { SubscriptionHub, type BusMember, type SubscriptionEvent, type TaskState } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
 import { RedisBus } from 'mcp-subscriptions/redis';
 import { EVERY_CAPABILITY } from '../helpers/capabilities.ts';
@@ -55,6 +62,7 @@ import { postLineFed, type LineFedStream } from '../helpers/sse-lines.ts';
 import { listenBody, listenHeaders, TASKS_META } from '../helpers/sse.ts';
 import { UnhandledTracker } from '../helpers/unhandled.ts';
 import { INVALID_UTF8 } from '../helpers/utf8.ts';
+import { callerContextArb, contextEntriesArb } from '../helpers/wire-context.ts';
 import {
   cancels,
   frameData,
@@ -62,9 +70,11 @@ import {
   listenerView,
   ownPrefix,
   type WireChannel,
+  type WireContext,
   follows,
   reaches,
   WIRE_LIMIT_BYTES,
+  writtenEvent,
   type StreamModel,
   type Verdict,
   type WireEvent,
@@ -176,12 +186,20 @@ interface HubNode {
   lives: Live[];
 }
 
+/** What a bus member heard: the event (as a {@link listenerView}) and the context it came with. */
+interface Tapped {
+  readonly event: string;
+  readonly context: WireContext | undefined;
+}
+
 interface BusNode {
   readonly name: string;
   readonly id: string;
   readonly bus: RedisBus;
   readonly logger: ReturnType<typeof recordingLogger>;
   readonly hubs: HubNode[];
+  /** A bus member besides the hubs: records every event with its context, and publishes with contexts. */
+  readonly tap: { readonly member: BusMember; readonly heard: Tapped[] };
   /** Whether the oracle has refused a message at this node yet (then exactly one warning is logged). */
   dropped: boolean;
 }
@@ -190,7 +208,10 @@ const nodes: BusNode[] = [];
 const hubs = (): HubNode[] => nodes.flatMap((node) => node.hubs);
 const cleanups: (() => unknown)[] = [];
 let raw: Redis;
+/** The first release's channel, where the raw messages of format 1 go. */
 let channel = '';
+/** A channel of this release both nodes follow (the tools list's: every hub has streams on it), for format 2. */
+let currentChannel = '';
 
 const unhandled = new UnhandledTracker();
 
@@ -294,13 +315,23 @@ async function startNodes(): Promise<void> {
   );
   await waitFor(() => busA.stats().connected && busB.stats().connected, 'both buses connected', 10_000);
   channel = busA.channel;
+  currentChannel = `${channelPrefix}:2:l:tools`;
 
   raw = new Redis(REDIS_URL);
   raw.on('error', noop);
   cleanups.push(() => raw.disconnect());
 
-  const a: BusNode = { name: 'A', id: A_ID, bus: busA, logger: loggerA, hubs: [], dropped: false };
-  const b: BusNode = { name: 'B', id: B_ID, bus: busB, logger: loggerB, hubs: [], dropped: false };
+  const tapOn = (bus: RedisBus): BusNode['tap'] => {
+    const heard: Tapped[] = [];
+    const member = bus.join({
+      event: (event, context) => heard.push({ event: listenerView(event), context }),
+      cancel: noop,
+    });
+    cleanups.push(() => member.leave());
+    return { member, heard };
+  };
+  const a: BusNode = { name: 'A', id: A_ID, bus: busA, logger: loggerA, hubs: [], tap: tapOn(busA), dropped: false };
+  const b: BusNode = { name: 'B', id: B_ID, bus: busB, logger: loggerB, hubs: [], tap: tapOn(busB), dropped: false };
   a.hubs.push(await startHub('A1', expressFlavours[0]!, busA), await startHub('A2', expressFlavours[1]!, busA));
   b.hubs.push(await startHub('B1', expressFlavours[0]!, busB));
   for (const hub of [...a.hubs, ...b.hubs]) {
@@ -327,15 +358,20 @@ async function stopNodes(): Promise<void> {
 // One exchange: messages sent, the model's expectations, and the check of what arrived
 // ---------------------------------------------------------------------------------------------------
 
-/** The oracle's verdicts, once per message and node (a 4 MiB message is worth not parsing four times). */
+/** The oracle's verdicts, once per message, node and channel (a 4 MiB message is worth not parsing four times). */
 const verdicts = new WeakMap<Uint8Array, Map<string, Verdict>>();
-function verdictOf(bytes: Uint8Array, node: BusNode, channel: WireChannel = 'legacy'): Verdict {
+function verdictOf(bytes: Uint8Array, node: BusNode, on: WireChannel = 'legacy'): Verdict {
   let byNode = verdicts.get(bytes);
   if (byNode === undefined) verdicts.set(bytes, (byNode = new Map()));
-  let verdict = byNode.get(node.id);
-  if (verdict === undefined) byNode.set(node.id, (verdict = judge(bytes, node.id, channel)));
+  const key = `${on} ${node.id}`;
+  let verdict = byNode.get(key);
+  if (verdict === undefined) byNode.set(key, (verdict = judge(bytes, node.id, on)));
   return verdict;
 }
+
+/** A context the model does not predict: what a hub hands its bus with what host code publishes is the hub's business. */
+const UNCHECKED = 'the hub’s own';
+type ExpectedContext = WireContext | undefined | typeof UNCHECKED;
 
 /** What the model says one exchange does. */
 class Expectation {
@@ -343,6 +379,8 @@ class Expectation {
   /** Streams a cancellation ended in this exchange. */
   readonly cancelled = new Set<Live>();
   readonly heard = new Map<HubNode, string[]>();
+  /** What each node's tap member must hear, with the context of each. */
+  readonly tapped = new Map<BusNode, { event: string; context: ExpectedContext }[]>();
   readonly received = new Map<BusNode, number>();
   readonly dropped = new Map<BusNode, number>();
   readonly published = new Map<BusNode, number>();
@@ -353,6 +391,7 @@ class Expectation {
       this.received.set(node, 0);
       this.dropped.set(node, 0);
       this.published.set(node, 0);
+      this.tapped.set(node, []);
       for (const hub of node.hubs) {
         this.heard.set(hub, []);
         for (const live of hub.lives) this.frames.set(live, []);
@@ -360,29 +399,42 @@ class Expectation {
     }
   }
 
-  /** `bytes` arrived at every node from Redis. */
-  arrived(bytes: Uint8Array): void {
-    for (const node of nodes) this.take(node, verdictOf(bytes, node));
+  /** `bytes` arrived at every node from Redis, on a channel of `on`. */
+  arrived(bytes: Uint8Array, on: WireChannel = 'legacy'): void {
+    for (const node of nodes) this.take(node, verdictOf(bytes, node, on));
   }
 
   /** A host on `hub` published `event` (valid): its node delivers it, its bus sends it to the others. */
   publishedOn(hub: HubNode, event: WireEvent): void {
     const home = nodes.find((node) => node.hubs.includes(hub))!;
-    // Delivered here first: to its own streams, then to the other hubs of its node, directly.
+    // Delivered here first: to its own streams, then to the other hubs of its node and its tap, directly.
     for (const member of home.hubs) this.hand(member, event);
+    this.tapped.get(home)!.push({ event: listenerView(event), context: UNCHECKED });
+    this.sent(home, event, Buffer.from(writtenEvent(home.id, event)), true);
+  }
+
+  /** The tap member of `home` published `event` with `context` (as given: valid or not). */
+  publishedBy(home: BusNode, event: WireEvent, context: Record<string, unknown> | undefined): void {
+    // The node's other members (its hubs) get it directly; the tap, which published it, does not.
+    for (const member of home.hubs) this.hand(member, event);
+    this.sent(home, event, Buffer.from(writtenEvent(home.id, event, context)), false);
+  }
+
+  /**
+   * `home` wrote `bytes` (what its bus writes by the contract) on the event's own channel: judged by the
+   * others as any message there (every node follows the keys the exchanges publish: each has streams on
+   * them). The home node hears its own message back from Redis, and ignores it; another node hears it
+   * only when one of its open streams follows the event's key (interest routing).
+   */
+  private sent(home: BusNode, event: WireEvent, bytes: Buffer, unchecked: boolean): void {
     this.published.set(home, this.published.get(home)! + 1);
-    // What the home node's bus writes on the event's own channel, by the contract: judged by the others
-    // as any message there (every node follows the keys the exchanges publish: each has streams on them).
-    const bytes = Buffer.from(`${ownPrefix(home.id, 2)}"type":"event","event":${JSON.stringify(event)}}`);
-    // The home node hears its own message back from Redis, and ignores it; another node hears it only
-    // when one of its open streams follows the event's key (interest routing).
     for (const node of nodes) {
       if (node !== home && !node.hubs.some((hub) => hub.lives.some((live) => follows(event, live.spec)))) continue;
-      this.take(node, verdictOf(bytes, node, 'current'));
+      this.take(node, verdictOf(bytes, node, 'current'), unchecked);
     }
   }
 
-  private take(node: BusNode, verdict: Verdict): void {
+  private take(node: BusNode, verdict: Verdict, unchecked = false): void {
     this.verdicts.push({ node: node.name, verdict });
     switch (verdict.kind) {
       case 'own':
@@ -394,6 +446,10 @@ class Expectation {
       case 'event':
         this.received.set(node, this.received.get(node)! + 1);
         for (const hub of node.hubs) this.hand(hub, verdict.event);
+        this.tapped.get(node)!.push({
+          event: listenerView(verdict.event),
+          context: unchecked ? UNCHECKED : verdict.context,
+        });
         return;
       case 'cancel':
         this.received.set(node, this.received.get(node)! + 1);
@@ -432,12 +488,12 @@ function keyOf(event: WireEvent): string {
  * pushes back (a huge frame) queues what follows and merges a newer event of a key into the queued one:
  * documented, and not what this file checks, so that every accepted event must arrive, exactly once.
  */
-function exchanges(messages: readonly Uint8Array[]): Uint8Array[][] {
+function exchanges(messages: readonly Uint8Array[], on: WireChannel): Uint8Array[][] {
   const out: Uint8Array[][] = [[]];
   let keys = new Set<string>();
   for (const bytes of messages) {
     const accepted = nodes
-      .map((node) => verdictOf(bytes, node))
+      .map((node) => verdictOf(bytes, node, on))
       .flatMap((verdict) => (verdict.kind === 'event' ? [keyOf(verdict.event)] : []));
     if (accepted.some((key) => keys.has(key))) {
       out.push([]);
@@ -453,6 +509,8 @@ function exchanges(messages: readonly Uint8Array[]): Uint8Array[][] {
 const markerBytes = Buffer.from(
   `${ownPrefix(MARKER_NODE)}"type":"event","event":${JSON.stringify({ kind: 'resource_updated', uri: MARKER_URI })}}`,
 );
+/** The marker of the exchanges on this release's channels, in format 2. */
+const markerBytesV2 = Buffer.from(writtenEvent(MARKER_NODE, MARKER));
 
 /** Tallies over the whole file, for the figures: per class of message, what each node did with it. */
 const figures = new Map<string, number>();
@@ -460,28 +518,46 @@ function tally(kind: string, n = 1): void {
   figures.set(kind, (figures.get(kind) ?? 0) + n);
 }
 
+/** An event a tap member publishes, with the context its caller hands it (none when undefined). */
+type MemberEvent = readonly [WireEvent, Record<string, unknown> | undefined];
+
 /**
- * Sends one exchange (raw bytes from the raw publisher, or events a host publishes on one hub) followed
- * by a marker on the same connection, waits until the marker has reached every stream, listener and
- * bus, and checks that exactly what the model says arrived, in order.
+ * Sends one exchange (raw bytes from the raw publisher on the legacy channel or, `on: 'current'`, on one
+ * of this release's; events a host publishes on one hub; or events a node's tap member publishes with
+ * contexts) followed by a marker on the same connection, waits until the marker has reached every
+ * stream, listener and bus, and checks that exactly what the model says arrived, in order.
  */
 async function exchange(
-  send: { readonly raw: readonly Uint8Array[] } | { readonly hub: HubNode; readonly events: readonly WireEvent[] },
+  send:
+    | { readonly raw: readonly Uint8Array[]; readonly on?: WireChannel }
+    | { readonly hub: HubNode; readonly events: readonly WireEvent[] }
+    | { readonly member: BusNode; readonly events: readonly MemberEvent[] },
   classes?: readonly string[],
 ): Promise<void> {
   const expectation = new Expectation();
   const before = new Map(nodes.map((node) => [node, node.bus.stats()]));
   const heardBefore = new Map(hubs().map((hub) => [hub, hub.heard.length]));
+  const tappedBefore = new Map(nodes.map((node) => [node, node.tap.heard.length]));
   if ('raw' in send) {
-    for (const bytes of send.raw) expectation.arrived(bytes);
-    expectation.arrived(markerBytes);
+    const on = send.on ?? 'legacy';
+    const marker = on === 'legacy' ? markerBytes : markerBytesV2;
+    for (const bytes of send.raw) expectation.arrived(bytes, on);
+    expectation.arrived(marker, on);
     // Pipelined on one connection: Redis hands them to every subscriber in this order.
-    await Promise.all([...send.raw, markerBytes].map((bytes) => raw.publish(channel, Buffer.from(bytes))));
-  } else {
+    const to = on === 'legacy' ? channel : currentChannel;
+    await Promise.all([...send.raw, marker].map((bytes) => raw.publish(to, Buffer.from(bytes))));
+  } else if ('hub' in send) {
     for (const event of [...send.events, MARKER]) {
       expectation.publishedOn(send.hub, event);
       // Published through the hub, as host code does; the marker on the same bus, after them.
       send.hub.hub.publish(event as SubscriptionEvent);
+    }
+  } else {
+    for (const [event, context] of [...send.events, [MARKER, undefined] as const]) {
+      expectation.publishedBy(send.member, event, context);
+      const { member } = send.member.tap;
+      if (context === undefined) member.publish(event as SubscriptionEvent);
+      else member.publish(event as SubscriptionEvent, context);
     }
   }
   if (classes !== undefined) {
@@ -513,6 +589,15 @@ async function exchange(
     10_000,
   );
 
+  for (const node of nodes) {
+    const expected = expectation.tapped.get(node)!;
+    // Compared in full, but for the contexts the model leaves to the hub.
+    const heard = node.tap.heard
+      .slice(tappedBefore.get(node))
+      .map((got, i) => (expected[i]?.context === UNCHECKED ? { ...got, context: UNCHECKED } : got));
+    expect({ node: node.name, tapped: heard }).toStrictEqual({ node: node.name, tapped: expected });
+    tally('contexts compared', expected.filter((entry) => entry.context !== UNCHECKED).length);
+  }
   for (const hub of hubs()) {
     expect({ hub: hub.name, heard: hub.heard.slice(heardBefore.get(hub)) }).toStrictEqual({
       hub: hub.name,
@@ -567,7 +652,8 @@ async function exchange(
     });
   }
   tally('exchanges');
-  if (!('raw' in send)) tally('host publishes', send.events.length);
+  if ('hub' in send) tally('host publishes', send.events.length);
+  if ('member' in send) tally('member publishes', send.events.length);
   for (const hub of hubs()) tally('listener events compared', expectation.heard.get(hub)!.length);
   for (const verdict of expectation.verdicts) if (verdict.verdict.kind === 'cancel') tally('cancellations accepted');
   tally('streams ended by a cancellation', expectation.cancelled.size);
@@ -691,7 +777,24 @@ const LIST_KINDS = ['tools_list_changed', 'prompts_list_changed', 'resources_lis
 const OWNERS = ['alice', 'alice', 'bob', 'ALICE', 'carol', '', '\u0000anonymous'];
 /** Keys that reach for prototypes, or mean something to JavaScript objects. */
 const PROTO_KEYS = ['__proto__', 'constructor', 'prototype', 'toString', 'hasOwnProperty', 'valueOf', 'toJSON', 'then'];
-const WIRE_KEYS = ['v', 'node', 'type', 'event', 'kind', 'uri', 'task', 'owner', 'taskId', 'status', 'principal', 'id'];
+const WIRE_KEYS = [
+  'v',
+  'node',
+  'type',
+  'event',
+  'kind',
+  'uri',
+  'task',
+  'owner',
+  'taskId',
+  'status',
+  'principal',
+  'id',
+  'at',
+  'trace',
+  'traceparent',
+  'tracestate',
+];
 
 /** A task's state: required fields, optional ones, the host's own extra keys (prototype keys among them). */
 const taskTree: fc.Arbitrary<JsonNode> = fc
@@ -788,21 +891,37 @@ const nodeValue: fc.Arbitrary<JsonNode> = fc.oneof(
   { weight: 1, arbitrary: fc.constantFrom(A_ID, B_ID).map(escapedStr) },
 );
 
-/** A message as a node writes one (its keys in the writer's order, or rotated). */
-const messageTree: fc.Arbitrary<JsonNode> = fc
-  .record({
-    node: nodeValue,
-    body: fc.oneof(
-      { weight: 8, arbitrary: eventTree.map((event) => ({ type: 'event', entries: [entry('event', event)] })) },
-      { weight: 2, arbitrary: cancelEntries.map((entries) => ({ type: 'cancel', entries })) },
-    ),
-    rotate: fc.oneof({ weight: 4, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.nat({ max: 4 }) }),
-  })
-  .map(({ node, body, rotate }) => {
-    const entries = [entry('v', literal('1')), entry('node', node), entry('type', str(body.type)), ...body.entries];
-    const at = rotate % entries.length;
-    return object(...entries.slice(at), ...entries.slice(0, at));
-  });
+/**
+ * A message as a node writes one (its keys in the writer's order, or rotated), in the format of the
+ * channel it goes to: on this release's, an event may carry a context (valid or almost: wire-context.ts).
+ */
+function messageTreeFor(on: WireChannel): fc.Arbitrary<JsonNode> {
+  const eventBody = (context: fc.Arbitrary<JsonEntry[]>) =>
+    fc.tuple(eventTree, context).map(([event, members]) => ({
+      type: 'event',
+      entries: [entry('event', event), ...members],
+    }));
+  return fc
+    .record({
+      node: nodeValue,
+      body: fc.oneof(
+        { weight: 8, arbitrary: eventBody(on === 'legacy' ? fc.constant([]) : contextEntriesArb) },
+        { weight: 2, arbitrary: cancelEntries.map((entries) => ({ type: 'cancel', entries })) },
+      ),
+      rotate: fc.oneof({ weight: 4, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.nat({ max: 6 }) }),
+    })
+    .map(({ node, body, rotate }) => {
+      const version = on === 'legacy' ? '1' : '2';
+      const entries = [
+        entry('v', literal(version)),
+        entry('node', node),
+        entry('type', str(body.type)),
+        ...body.entries,
+      ];
+      const at = rotate % entries.length;
+      return object(...entries.slice(at), ...entries.slice(0, at));
+    });
+}
 
 /** Number literals a double cannot hold, or that only look like 1. */
 const NUMBER_TEXT = [
@@ -1038,75 +1157,85 @@ function sent(cls: string, bytes: Buffer): Sent {
   } as Sent;
 }
 const spaceArb = fc.constantFrom('', '', '', ' ', '\n', '\t\r\n');
-const sentArb: fc.Arbitrary<Sent> = fc.oneof(
-  {
-    weight: 3,
-    arbitrary: fc
-      .tuple(messageTree, spaceArb)
-      .map(([tree, space]) => sent('as written', Buffer.from(jsonText(tree, space)))),
-  },
-  {
-    weight: 6,
-    arbitrary: fc
-      .tuple(messageTree, fc.array(mutationArb, { minLength: 1, maxLength: 3 }), spaceArb)
-      .map(([tree, mutations, space]) =>
-        sent(
-          'mutated',
-          Buffer.from(
-            jsonText(
-              mutations.reduce((doc, mutation) => mutate(doc, mutation, 'even'), tree),
-              space,
+/** Messages for a channel of `on`: as written, mutated, damaged, garbage, with prototype keys, fields swapped… */
+function sentArbFor(on: WireChannel): fc.Arbitrary<Sent> {
+  const messageTree = messageTreeFor(on);
+  return fc.oneof(
+    {
+      weight: 3,
+      arbitrary: fc
+        .tuple(messageTree, spaceArb)
+        .map(([tree, space]) => sent('as written', Buffer.from(jsonText(tree, space)))),
+    },
+    {
+      weight: 6,
+      arbitrary: fc
+        .tuple(messageTree, fc.array(mutationArb, { minLength: 1, maxLength: 3 }), spaceArb)
+        .map(([tree, mutations, space]) =>
+          sent(
+            'mutated',
+            Buffer.from(
+              jsonText(
+                mutations.reduce((doc, mutation) => mutate(doc, mutation, 'even'), tree),
+                space,
+              ),
             ),
           ),
         ),
-      ),
-  },
-  {
-    weight: 2,
-    arbitrary: fc
-      .tuple(messageTree, damageArb)
-      .map(([tree, damage]) => sent('damaged bytes', damaged(Buffer.from(jsonText(tree)), damage))),
-  },
-  {
-    weight: 1,
-    arbitrary: fc.constantFrom(...GARBAGE).map((text) => sent('garbage', Buffer.from(text))),
-  },
-  {
-    weight: 2,
-    arbitrary: fc
-      .tuple(messageTree, protoKeyArb, spaceArb)
-      .map(([tree, add, space]) => sent('prototype key', Buffer.from(jsonText(withProtoKey(tree, add), space)))),
-  },
-  {
-    weight: 1,
-    arbitrary: fc
-      .tuple(messageTree, envelopeSwapArb)
-      .map(([tree, [key, value]]) =>
-        sent('envelope field swapped', Buffer.from(jsonText(withField(tree, key, value)))),
-      ),
-  },
-  {
-    weight: 1,
-    arbitrary: fc
-      .tuple(
-        messageTree,
-        fc.constantFrom(...LIST_KINDS, 'resource_updated', 'task_status', 'everything_changed', 'TOOLS_LIST_CHANGED'),
-      )
-      .map(([tree, kind]) => sent('kind swapped', Buffer.from(jsonText(withKind(tree, kind))))),
-  },
-  {
-    weight: 1,
-    arbitrary: fc
-      .tuple(messageTree, nestArb)
-      .map(([tree, nest]) => sent('deep nest', Buffer.from(jsonText(withNest(tree, nest))))),
-  },
-);
+    },
+    {
+      weight: 2,
+      arbitrary: fc
+        .tuple(messageTree, damageArb)
+        .map(([tree, damage]) => sent('damaged bytes', damaged(Buffer.from(jsonText(tree)), damage))),
+    },
+    {
+      weight: 1,
+      arbitrary: fc.constantFrom(...GARBAGE).map((text) => sent('garbage', Buffer.from(text))),
+    },
+    {
+      weight: 2,
+      arbitrary: fc
+        .tuple(messageTree, protoKeyArb, spaceArb)
+        .map(([tree, add, space]) => sent('prototype key', Buffer.from(jsonText(withProtoKey(tree, add), space)))),
+    },
+    {
+      weight: 1,
+      arbitrary: fc
+        .tuple(messageTree, envelopeSwapArb)
+        .map(([tree, [key, value]]) =>
+          sent('envelope field swapped', Buffer.from(jsonText(withField(tree, key, value)))),
+        ),
+    },
+    {
+      weight: 1,
+      arbitrary: fc
+        .tuple(
+          messageTree,
+          fc.constantFrom(...LIST_KINDS, 'resource_updated', 'task_status', 'everything_changed', 'TOOLS_LIST_CHANGED'),
+        )
+        .map(([tree, kind]) => sent('kind swapped', Buffer.from(jsonText(withKind(tree, kind))))),
+    },
+    {
+      weight: 1,
+      arbitrary: fc
+        .tuple(messageTree, nestArb)
+        .map(([tree, nest]) => sent('deep nest', Buffer.from(jsonText(withNest(tree, nest))))),
+    },
+  );
+}
+
+/** Messages for the first release's channel, format 1. */
+const sentArb = sentArbFor('legacy');
 
 /** Splits messages into exchanges in which no two accepted events share a key (see {@link exchanges}). */
-function inExchanges(messages: readonly Sent[]): Sent[][] {
+function inExchanges(messages: readonly Sent[], on: WireChannel = 'legacy'): Sent[][] {
   const byBytes = new Map<Uint8Array, Sent>();
   for (const message of messages) byBytes.set(message.bytes, message);
-  return exchanges(messages.map((message) => message.bytes)).map((part) => part.map((bytes) => byBytes.get(bytes)!));
+  return exchanges(
+    messages.map((message) => message.bytes),
+    on,
+  ).map((part) => part.map((bytes) => byBytes.get(bytes)!));
 }
 
 /** Events as host code publishes them: list changes, updates, task states parsed from JSON text (any key its own). */
@@ -1191,6 +1320,50 @@ describeUnless(redisMissing)(
               part.map((message) => message.cls),
             );
           }
+        }),
+      60_000,
+    );
+
+    propTest.prop([fc.array(sentArbFor('current'), { minLength: 1, maxLength: 10 })], { ...BOUNDED, numRuns: 150 })(
+      'whatever arrives on this release’s channels (wire v2, an event’s context among its members): what the contract accepts reaches exactly its streams and every member, with its context; anything else reaches nothing and is counted',
+      async (messages) =>
+        runCase(async () => {
+          for (const part of inExchanges(messages, 'current')) {
+            await exchange(
+              { raw: part.map((message) => message.bytes), on: 'current' },
+              part.map((message) => `v2 ${message.cls}`),
+            );
+          }
+        }),
+      60_000,
+    );
+
+    propTest.prop(
+      [
+        fc.array(fc.tuple(hostEventArb, fc.option(callerContextArb, { freq: 4, nil: undefined })), {
+          minLength: 1,
+          maxLength: 6,
+        }),
+        fc.nat({ max: 1 }),
+      ],
+      { ...BOUNDED, numRuns: 40 },
+    )(
+      'an event a bus member publishes with a context, as any caller may hand one: the other node’s members get what the contract carries of it, and the event always',
+      async (events, at) =>
+        runCase(async () => {
+          const member = nodes[at]!;
+          let part: MemberEvent[] = [];
+          let keys = new Set<string>();
+          for (const published of events) {
+            if (keys.has(keyOf(published[0]))) {
+              await exchange({ member, events: part });
+              part = [];
+              keys = new Set();
+            }
+            keys.add(keyOf(published[0]));
+            part.push(published);
+          }
+          await exchange({ member, events: part });
         }),
       60_000,
     );

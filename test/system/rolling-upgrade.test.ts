@@ -241,6 +241,14 @@ describe('rolling upgrade: first-release nodes and current nodes on one Redis', 
               );
               expect(copies.length).toBeGreaterThan(0);
               for (const entry of copies) expect(entry.channel).toBe(LEGACY_CHANNEL);
+              // Exactly the first release's keys: it drops a message with any other (an event's context too).
+              const v1Keys: Record<string, string[]> = {
+                event: ['event', 'node', 'type', 'v'],
+                cancel: ['id', 'node', 'principal', 'type', 'v'],
+              };
+              for (const entry of copies) {
+                expect(Object.keys(entry.message as object).sort()).toStrictEqual(v1Keys[entry.message.type as string]);
+              }
             } finally {
               await Promise.all([old.stop(), current.stop()]);
               await log.close();

@@ -108,7 +108,7 @@ describe('authorizeEach: answers', () => {
     expect(run.semaphore.active).toBe(0);
   });
 
-  test('what passed is always a list of its own, never the request\'s (a stream keeps it while it lives)', async () => {
+  test("what passed is always a list of its own, never the request's (a stream keeps it while it lives)", async () => {
     const { run } = runOf();
     const items = ['a', 'b', 'c'];
     const sync = authorizeEach(items, [() => true], BASE, run);

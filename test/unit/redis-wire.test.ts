@@ -11,15 +11,18 @@
  */
 import { describe, expect, test } from '@jest/globals';
 import { fc, test as propTest } from '@fast-check/jest';
-import { Wire, type Decoded } from '../../adapters/redis/wire.ts';
+import { Wire, type Decoded, type DropReason } from '../../adapters/redis/wire.ts';
 import { editAt, jsonNode, jsonText, literal, paths, type JsonEntry, type JsonNode } from '../helpers/json-text.ts';
+import { callerContextArb, contextEntriesArb, TRACEPARENT } from '../helpers/wire-context.ts';
 import {
+  carried,
   judge,
   listenerView,
   NODE_ID_MAX,
   ownPrefix,
   receivedText,
   type WireChannel,
+  type WireContext,
   WIRE_LIMIT_BYTES,
   type Verdict,
 } from '../helpers/wire-oracle.ts';
@@ -31,13 +34,16 @@ const wire = new Wire(RECEIVER);
 /** What a verdict or a decoding comes to, in one comparable shape (a drop's reason is the decoder's business). */
 type Outcome =
   | { readonly type: 'own' | 'drop' }
-  | { readonly type: 'event'; readonly event: string }
+  | { readonly type: 'event'; readonly event: string; readonly context: WireContext | undefined }
   | { readonly type: 'cancel'; readonly principal: string; readonly id: string | number };
 
 /** A verdict of the oracle (`kind`) or a decoding (`type`), as an {@link Outcome}. */
 function outcomeOf(result: Verdict | Decoded): Outcome {
   const type = 'kind' in result ? result.kind : result.type;
-  if (type === 'event') return { type, event: listenerView((result as { event: object }).event) };
+  if (type === 'event') {
+    const { event, context } = result as { event: object; context: WireContext | undefined };
+    return { type, event: listenerView(event), context };
+  }
   if (type === 'cancel') {
     const { principal, id } = result as { principal: string; id: string | number };
     return { type, principal, id };
@@ -65,6 +71,7 @@ function expectAsOracle(bytes: Uint8Array, channel?: WireChannel): Outcome {
     });
     if (decoded.type === 'event') {
       expect(Object.getPrototypeOf(decoded.event)).toBe(Object.prototype);
+      if (decoded.context !== undefined) expect(Object.getPrototypeOf(decoded.context)).toBe(Object.prototype);
     }
     expect(Reflect.ownKeys(Object.prototype)).toStrictEqual(pristine);
     outcome = want;
@@ -174,18 +181,50 @@ const bodyArb: fc.Arbitrary<[string, JsonEntry[]]> = fc.oneof(
 );
 
 /**
- * An envelope with its members in the writer's order (version, node, type, the body), as a node's own
- * messages begin; or, one time in four, in an order given by random sort keys.
+ * An envelope with its members in the writer's order (version, node, type, the body, an event's context
+ * when it has one), as a node's own messages begin; or, one time in four, in an order given by random
+ * sort keys. A context (`at`, `trace`: wire-context.ts) comes with every type and version, so that the
+ * oracle says where it belongs.
  */
 const envelopeArb: fc.Arbitrary<JsonNode> = fc
   .tuple(
     fc.constantFrom('1', '2'),
     senderArb,
     bodyArb,
-    fc.option(fc.array(fc.double({ noNaN: true }), { minLength: 5, maxLength: 5 }), { freq: 3, nil: undefined }),
+    fc.oneof({ weight: 3, arbitrary: fc.constant<JsonEntry[]>([]) }, { weight: 2, arbitrary: contextEntriesArb }),
+    fc.option(fc.array(fc.double({ noNaN: true }), { minLength: 7, maxLength: 7 }), { freq: 3, nil: undefined }),
   )
-  .map(([version, node, [type, body], sortKeys]) => {
-    const members = [entry('v', literal(version)), entry('node', node), entry('type', text(type)), ...body];
+  .map(([version, node, [type, body], context, sortKeys]) => {
+    const members = [entry('v', literal(version)), entry('node', node), entry('type', text(type)), ...body, ...context];
+    const order = members.map((_, i) => i);
+    if (sortKeys !== undefined) order.sort((a, b) => sortKeys[a]! - sortKeys[b]!);
+    return { kind: 'object' as const, entries: order.map((i) => members[i]!) };
+  });
+
+const VALID_EVENTS = [
+  { kind: 'tools_list_changed' },
+  { kind: 'resource_updated', uri: 'note://alice/todo' },
+  { kind: 'task_status', owner: 'alice', task: { taskId: 't-1', status: 'working' } },
+];
+
+/** A format 2 event message from a peer with a context (valid or almost), its members in the writer's order or shuffled. */
+const contextMessageArb: fc.Arbitrary<JsonNode> = fc
+  .tuple(
+    fc.oneof(
+      { weight: 3, arbitrary: fc.constantFrom(...VALID_EVENTS).map(jsonNode) },
+      { weight: 1, arbitrary: eventArb },
+    ),
+    contextEntriesArb.filter((members) => members.length > 0),
+    fc.option(fc.array(fc.double({ noNaN: true }), { minLength: 6, maxLength: 6 }), { freq: 4, nil: undefined }),
+  )
+  .map(([event, context, sortKeys]) => {
+    const members = [
+      entry('v', literal('2')),
+      entry('node', text('peer-1')),
+      entry('type', text('event')),
+      entry('event', event),
+      ...context,
+    ];
     const order = members.map((_, i) => i);
     if (sortKeys !== undefined) order.sort((a, b) => sortKeys[a]! - sortKeys[b]!);
     return { kind: 'object' as const, entries: order.map((i) => members[i]!) };
@@ -220,6 +259,11 @@ const NEAR_MISSES = [
   '{"__proto__":{"polluted":true}}',
   '{"constructor":{"prototype":{"polluted":true}}}',
   '[{"kind":"tools_list_changed"}]',
+  '1764650000123',
+  '-1',
+  JSON.stringify(TRACEPARENT),
+  JSON.stringify({ traceparent: TRACEPARENT }),
+  JSON.stringify({ traceparent: TRACEPARENT, tracestate: 'rojo=1' }),
 ];
 const nearMissArb = fc.constantFrom(...NEAR_MISSES).map(literal);
 const keyArb = fc.constantFrom(
@@ -237,6 +281,10 @@ const keyArb = fc.constantFrom(
   'taskId',
   'status',
   'extra',
+  'at',
+  'trace',
+  'traceparent',
+  'tracestate',
 );
 
 /** One edit of a tree, at a node chosen by its index among the tree's paths. */
@@ -381,6 +429,13 @@ describe('the Redis wire’s decoder, fuzzed against the wire oracle (no Redis)'
     },
   );
 
+  propTest.prop([contextMessageArb, spaceArb], { numRuns: 800 })(
+    'an event with a context (`at`, `trace`): taken whole on this release’s channels when every part is right, else dropped; never on the legacy channel',
+    (tree, space) => {
+      expectAsOracle(bytesOf(jsonText(tree, space)));
+    },
+  );
+
   propTest.prop([envelopeArb, fc.array(editArb, { minLength: 1, maxLength: 3 }), spaceArb], { numRuns: 1500 })(
     'every field almost right: replaced, removed, added (prototype keys too), escaped, repeated, nested deep',
     (tree, edits, space) => {
@@ -470,6 +525,181 @@ describe('the Redis wire’s decoder, fuzzed against the wire oracle (no Redis)'
       expect({ unit, at: expectAsOracle(bytesOf(atBound), 'legacy').type }).toStrictEqual({ unit, at: 'event' });
       const over = head + fill + 'x' + tail;
       expect({ unit, over: expectAsOracle(bytesOf(over), 'legacy').type }).toStrictEqual({ unit, over: 'drop' });
+    }
+  });
+});
+
+describe('the context an event message of wire v2 may carry (`at`, `trace`)', () => {
+  const peer = new Wire('peer-1');
+  const event = { kind: 'resource_updated' as const, uri: 'note://alice/todo' };
+  const body = peer.body(event);
+
+  test('what a node writes with a context, every other node decodes with that context; without one, with none', () => {
+    const contexts = [
+      { publishedAt: 1764650000123.5, traceparent: TRACEPARENT, tracestate: 'rojo=00f067aa0ba902b7,congo=t61rcWkgMzE' },
+      { publishedAt: 0 },
+      { publishedAt: 1764650000123 },
+      { traceparent: TRACEPARENT },
+      { traceparent: TRACEPARENT, tracestate: '' },
+      { traceparent: TRACEPARENT, tracestate: 'a="q" \\ ~' },
+      { traceparent: TRACEPARENT, tracestate: 'x'.repeat(512) },
+      { publishedAt: 1e21, traceparent: `00-${'0'.repeat(31)}1-${'0'.repeat(15)}1-00` },
+    ];
+    for (const context of contexts) {
+      const message = peer.event(body, context);
+      expect({ context, decoded: wire.decode(message) }).toStrictEqual({
+        context,
+        decoded: { type: 'event', event, context },
+      });
+      expect(expectAsOracle(bytesOf(message), 'current')).toStrictEqual({
+        type: 'event',
+        event: listenerView(event),
+        context,
+      });
+      expect(peer.decode(message)).toStrictEqual({ type: 'own' });
+    }
+    // The members follow the event, in this order.
+    expect(peer.event(body, contexts[0])).toBe(
+      `{"v":2,"node":"peer-1","type":"event","event":${body},"at":1764650000123.5,"trace":{"traceparent":"${TRACEPARENT}","tracestate":"rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"}}`,
+    );
+    // Without a context, the message is what it was before contexts: no key of theirs, decoded with none.
+    const plain = peer.event(body);
+    expect(plain).toBe(`{"v":2,"node":"peer-1","type":"event","event":${body}}`);
+    expect(wire.decode(plain)).toStrictEqual({ type: 'event', event, context: undefined });
+  });
+
+  test('the writer leaves out any part a reader would refuse, and never the event', () => {
+    const cases: [Record<string, unknown>, object | undefined][] = [
+      [{}, undefined],
+      [{ publishedAt: -1 }, undefined],
+      [{ publishedAt: Number.NaN }, undefined],
+      [{ publishedAt: Infinity }, undefined],
+      [{ publishedAt: '1764650000123' }, undefined],
+      [{ publishedAt: -0 }, { publishedAt: 0 }],
+      [{ tracestate: 'rojo=1' }, undefined],
+      [{ traceparent: TRACEPARENT.toUpperCase(), tracestate: 'rojo=1' }, undefined],
+      [{ traceparent: `00-${'0'.repeat(32)}-00f067aa0ba902b7-01` }, undefined],
+      [{ traceparent: `${TRACEPARENT}-00` }, undefined],
+      [{ traceparent: 7 }, undefined],
+      [{ traceparent: TRACEPARENT, tracestate: 'x'.repeat(513) }, { traceparent: TRACEPARENT }],
+      [{ traceparent: TRACEPARENT, tracestate: 'a=1\nb=2' }, { traceparent: TRACEPARENT }],
+      [{ traceparent: TRACEPARENT, tracestate: 'a=é' }, { traceparent: TRACEPARENT }],
+      [{ traceparent: TRACEPARENT, tracestate: 1 }, { traceparent: TRACEPARENT }],
+      [{ publishedAt: 5, traceparent: 'nope', tracestate: 'rojo=1' }, { publishedAt: 5 }],
+    ];
+    for (const [given, kept] of cases) {
+      const message = peer.event(body, given);
+      expect({ given, decoded: wire.decode(message) }).toStrictEqual({
+        given,
+        decoded: { type: 'event', event, context: kept },
+      });
+      // The oracle's account of what a writer carries says the same.
+      expect({ given, carried: carried(given) }).toStrictEqual({ given, carried: kept });
+      if (kept === undefined) expect(message).toBe(peer.event(body));
+    }
+  });
+
+  propTest.prop([callerContextArb], { numRuns: 500 })(
+    'whatever context a caller hands the writer, the event arrives, with what the contract carries of the context',
+    (given) => {
+      const message = peer.event(body, given);
+      expect(expectAsOracle(bytesOf(message), 'current')).toStrictEqual({
+        type: 'event',
+        event: listenerView(event),
+        context: carried(given),
+      });
+    },
+  );
+
+  const head = '{"v":2,"node":"peer-1","type":"event","event":{"kind":"tools_list_changed"}';
+  const MALFORMED: readonly (readonly [string, DropReason, string])[] = [
+    ['a negative at', 'context', ',"at":-1'],
+    ['a tiny negative at', 'context', ',"at":-1e-300'],
+    ['an at past a double', 'context', ',"at":1e999'],
+    ['an at as a string', 'context', ',"at":"1764650000123"'],
+    ['a null at', 'context', ',"at":null'],
+    ['an at in an array', 'context', ',"at":[1764650000123]'],
+    ['a trace as a string', 'context', `,"trace":"${TRACEPARENT}"`],
+    ['a trace in an array', 'context', `,"trace":[{"traceparent":"${TRACEPARENT}"}]`],
+    ['a null trace', 'context', ',"trace":null'],
+    ['an empty trace', 'context', ',"trace":{}'],
+    ['a tracestate without traceparent', 'context', ',"trace":{"tracestate":"rojo=1"}'],
+    ['a trace with another key', 'context', `,"trace":{"traceparent":"${TRACEPARENT}","sampled":true}`],
+    [
+      'a trace with a "__proto__" key',
+      'context',
+      `,"trace":{"traceparent":"${TRACEPARENT}","__proto__":{"polluted":true}}`,
+    ],
+    ['a traceparent in upper case', 'context', `,"trace":{"traceparent":"${TRACEPARENT.toUpperCase()}"}`],
+    ['a traceparent of version 01', 'context', `,"trace":{"traceparent":"${TRACEPARENT.replace(/^00/, '01')}"}`],
+    ['a traceparent of version ff', 'context', `,"trace":{"traceparent":"${TRACEPARENT.replace(/^00/, 'ff')}"}`],
+    ['an all-zero trace id', 'context', `,"trace":{"traceparent":"00-${'0'.repeat(32)}-00f067aa0ba902b7-01"}`],
+    [
+      'an all-zero span id',
+      'context',
+      `,"trace":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-${'0'.repeat(16)}-01"}`,
+    ],
+    ['a traceparent with more after its flags', 'context', `,"trace":{"traceparent":"${TRACEPARENT}-00"}`],
+    ['a traceparent cut short', 'context', `,"trace":{"traceparent":"${TRACEPARENT.slice(0, -1)}"}`],
+    ['a traceparent with a line feed', 'context', `,"trace":{"traceparent":"${TRACEPARENT}\\n"}`],
+    ['a traceparent as a number', 'context', ',"trace":{"traceparent":1}'],
+    [
+      'a tracestate over 512 characters',
+      'context',
+      `,"trace":{"traceparent":"${TRACEPARENT}","tracestate":"${'x'.repeat(513)}"}`,
+    ],
+    ['a tracestate with a line feed', 'context', `,"trace":{"traceparent":"${TRACEPARENT}","tracestate":"a=1\\nb=2"}`],
+    ['a tracestate with a tab', 'context', `,"trace":{"traceparent":"${TRACEPARENT}","tracestate":"a=1,\\tb=2"}`],
+    ['a tracestate with a NUL', 'context', `,"trace":{"traceparent":"${TRACEPARENT}","tracestate":"a=\\u0000"}`],
+    ['a tracestate with DEL', 'context', `,"trace":{"traceparent":"${TRACEPARENT}","tracestate":"a=\\u007f"}`],
+    ['a tracestate not ASCII', 'context', `,"trace":{"traceparent":"${TRACEPARENT}","tracestate":"a=é"}`],
+    ['a null tracestate', 'context', `,"trace":{"traceparent":"${TRACEPARENT}","tracestate":null}`],
+    ['a valid at beside a bad trace', 'context', `,"at":1764650000123,"trace":{"traceparent":"nope"}`],
+    ['a bad at beside a valid trace', 'context', `,"at":-5,"trace":{"traceparent":"${TRACEPARENT}"}`],
+    ['an optional key of another name', 'keys', ',"context":{"at":1}'],
+    ['an optional key in another case', 'keys', ',"At":1764650000123'],
+  ];
+
+  test.each(MALFORMED)('%s: the message is dropped (%s), event and all', (_, reason, members) => {
+    const message = `${head}${members}}`;
+    expect(wire.decode(message)).toStrictEqual({ type: 'drop', reason });
+    expect(expectAsOracle(bytesOf(message), 'current')).toStrictEqual({ type: 'drop' });
+  });
+
+  test('the first release’s wire has no context: a v1 message with one is dropped, and a legacy copy never has one', () => {
+    const members = `,"at":1764650000123,"trace":{"traceparent":"${TRACEPARENT}"}`;
+    for (const extra of [members, ',"at":1764650000123', `,"trace":{"traceparent":"${TRACEPARENT}"}`]) {
+      const v1 = `{"v":1,"node":"peer-1","type":"event","event":{"kind":"tools_list_changed"}${extra}}`;
+      expect(wire.decode(v1, true)).toStrictEqual({ type: 'drop', reason: 'keys' });
+      expect(expectAsOracle(bytesOf(v1), 'legacy')).toStrictEqual({ type: 'drop' });
+    }
+    // A cancellation has no context either, in any version.
+    const cancel = `{"v":2,"node":"peer-1","type":"cancel","principal":"alice","id":1${members}}`;
+    expect(wire.decode(cancel)).toStrictEqual({ type: 'drop', reason: 'keys' });
+    expect(Object.keys(JSON.parse(peer.legacyEvent(body)) as object)).toStrictEqual(['v', 'node', 'type', 'event']);
+  });
+
+  test('the 4 MiB bound counts the context: a message of exactly 4 MiB with one is taken, a byte more is dropped', () => {
+    const context = { publishedAt: 1764650000123.5, traceparent: TRACEPARENT, tracestate: 'x'.repeat(512) };
+    const head =
+      '{"v":2,"node":"peer-1","type":"event","event":{"kind":"task_status","owner":"a","task":{"taskId":"t","status":"s","pad":"';
+    const tail = `"}},"at":1764650000123.5,"trace":{"traceparent":"${TRACEPARENT}","tracestate":"${'x'.repeat(512)}"}}`;
+    for (const unit of ['x', '😀']) {
+      const room = WIRE_LIMIT_BYTES - Buffer.byteLength(head + tail);
+      const unitBytes = Buffer.byteLength(unit);
+      const fill = unit.repeat(Math.floor(room / unitBytes)) + 'x'.repeat(room % unitBytes);
+      const atBound = head + fill + tail;
+      expect(Buffer.byteLength(atBound)).toBe(WIRE_LIMIT_BYTES);
+      const taken = wire.decode(atBound);
+      expect({ unit, type: taken.type, context: taken.type === 'event' ? taken.context : undefined }).toStrictEqual({
+        unit,
+        type: 'event',
+        context,
+      });
+      expect(expectAsOracle(bytesOf(atBound), 'current').type).toBe('event');
+      const over = head + fill + 'x' + tail;
+      expect(wire.decode(over)).toStrictEqual({ type: 'drop', reason: 'too-large' });
+      expect(expectAsOracle(bytesOf(over), 'current').type).toBe('drop');
     }
   });
 });

@@ -1,0 +1,129 @@
+/**
+ * OpenTelemetry across two nodes joined by a real Redis (`RedisBus` on 127.0.0.1:6379): the bus's
+ * counters and connection state as instruments, equal to `bus.stats()`; the publish → receive lag
+ * measured on the receiving node; and a publish made inside a span linked from the receiving node's
+ * delivery, its W3C trace context having crossed Redis in the message.
+ */
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, expect } from '@jest/globals';
+import { context, metrics, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import {
+  AggregationTemporality,
+  DataPointType,
+  MeterProvider,
+  MetricReader,
+  type MetricData,
+} from '@opentelemetry/sdk-metrics';
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
+import { SubscriptionHub } from 'mcp-subscriptions';
+import { RedisBus } from 'mcp-subscriptions/redis';
+import { telemetryLoaded } from '../../lib/telemetry.ts';
+import { FakeResponse, openFollowing, recordingLogger, waitFor } from '../helpers/fake-response.ts';
+import { REDIS_URL, sharedRedisMissing } from '../helpers/redis.ts';
+import { failUnderCi, testUnless } from '../helpers/skip.ts';
+
+const redisMissing = await sharedRedisMissing();
+failUnderCi('Redis for the telemetry suite', redisMissing);
+
+class OnDemandReader extends MetricReader {
+  protected override onForceFlush(): Promise<void> {
+    return Promise.resolve();
+  }
+  protected override onShutdown(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+const reader = new OnDemandReader({ aggregationTemporalitySelector: () => AggregationTemporality.CUMULATIVE });
+const meterProvider = new MeterProvider({ readers: [reader] });
+const spans = new InMemorySpanExporter();
+const tracerProvider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: spans })] });
+const URI = 'note://alice/plan';
+
+let busA: RedisBus;
+let busB: RedisBus;
+let hubA: SubscriptionHub;
+let hubB: SubscriptionHub;
+
+beforeAll(async () => {
+  if (redisMissing !== undefined) return;
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  metrics.setGlobalMeterProvider(meterProvider);
+  trace.setGlobalTracerProvider(tracerProvider);
+  const channelPrefix = `telemetry-${randomUUID()}`;
+  busA = new RedisBus({ url: REDIS_URL, channelPrefix, logger: recordingLogger() });
+  busB = new RedisBus({ url: REDIS_URL, channelPrefix, logger: recordingLogger() });
+  hubA = new SubscriptionHub({ logger: recordingLogger(), bus: busA });
+  hubB = new SubscriptionHub({ logger: recordingLogger(), bus: busB });
+  await telemetryLoaded();
+  await waitFor(() => busA.stats().connected && busB.stats().connected, 'both buses connected', 10_000);
+});
+
+afterAll(async () => {
+  if (redisMissing !== undefined) return;
+  await hubA.close();
+  await hubB.close();
+  await busA.close();
+  await busB.close();
+  await meterProvider.shutdown();
+  await tracerProvider.shutdown();
+  metrics.disable();
+  trace.disable();
+  context.disable();
+});
+
+async function collect(): Promise<MetricData[]> {
+  const { resourceMetrics, errors } = await reader.collect();
+  expect(errors).toStrictEqual([]);
+  return resourceMetrics.scopeMetrics.flatMap((scope) => scope.metrics);
+}
+
+function valueOf(all: MetricData[], name: string): number | undefined {
+  const data = all.find((each) => each.descriptor.name === name);
+  const point = data?.dataPoints[0];
+  if (data === undefined || point === undefined) return undefined;
+  return data.dataPointType === DataPointType.HISTOGRAM
+    ? (point.value as { count: number }).count
+    : (point.value as number);
+}
+
+testUnless(redisMissing)(
+  'bus counters and state equal bus.stats(); the lag is measured and the trace crosses Redis',
+  async () => {
+    const res = new FakeResponse();
+    await openFollowing(hubB, res, { filter: { resourceSubscriptions: [URI] } });
+    spans.reset();
+    const writeSpan = trace.getTracer('notes-app').startActiveSpan('PUT /notes', (span) => {
+      hubA.resourceUpdated(URI);
+      span.end();
+      return span;
+    });
+    await waitFor(() => busB.stats().received >= 1 && res.chunks.length >= 2, 'the update on node B', 10_000);
+
+    const all = await collect();
+    const a = busA.stats();
+    const b = busB.stats();
+    expect({
+      connected: valueOf(all, 'mcp.subscriptions.bus.connected'),
+      published: valueOf(all, 'mcp.subscriptions.bus.published'),
+      received: valueOf(all, 'mcp.subscriptions.bus.received'),
+      dropped: valueOf(all, 'mcp.subscriptions.bus.dropped'),
+      lag: valueOf(all, 'mcp.subscriptions.bus.lag'),
+    }).toStrictEqual({
+      connected: 1,
+      published: a.published + b.published,
+      received: a.received + b.received,
+      dropped: a.dropped + b.dropped,
+      lag: a.received + b.received,
+    });
+    expect([a.published, b.received]).toStrictEqual([1, 1]);
+
+    const delivered = spans.getFinishedSpans().filter((span) => span.name === 'deliver resource_updated');
+    const remote = delivered.filter((span) => span.attributes['mcp.subscriptions.remote'] === true);
+    expect(remote.map((span) => span.links.map((link) => [link.context.traceId, link.context.spanId]))).toStrictEqual([
+      [[writeSpan.spanContext().traceId, writeSpan.spanContext().spanId]],
+    ]);
+    expect(remote[0]?.attributes['mcp.subscriptions.streams.matched']).toBe(1);
+  },
+);
