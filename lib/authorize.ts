@@ -236,6 +236,46 @@ export function authorizeEach<Req>(
 
   // The synchronous pass: item after item for as long as every check answers at once.
   let next = 0;
+  if (items.length > 0 && checks.length > 0 && semaphore.tryAcquire()) {
+    // One permit for the whole pass, taken once rather than per call: nothing else runs between two
+    // synchronous calls, so this is the same bound as a permit per call (a check holds it during its
+    // call only). A check that answers with a promise keeps it until it settles, as through `call`.
+    const context = (spare ??= new CallContext(base.principal, base.request, run.signal));
+    for (; next < items.length; next++) {
+      const item = items[next] as string;
+      let passed = true;
+      for (let stage = 0; stage < checks.length; stage++) {
+        let result: boolean | PromiseLike<boolean>;
+        try {
+          result = (checks[stage] as ItemCheck<Req>)(item, context);
+        } catch (error) {
+          if (outcomes !== undefined) (outcomes[stage] as StageCounts)[ERROR]++;
+          run.onError(error, stage);
+          passed = false;
+          break;
+        }
+        if (isThenable(result)) {
+          spare = undefined;
+          const index = next++;
+          const verdict = settle(result, context, stage);
+          return finish(
+            index,
+            stage + 1 < checks.length
+              ? verdict.then((ok) => (ok && !aborted ? passes(item, stage + 1) : false))
+              : verdict,
+          );
+        }
+        if (outcomes !== undefined) (outcomes[stage] as StageCounts)[result === true ? ALLOWED : DENIED]++;
+        if (result !== true) {
+          passed = false;
+          break;
+        }
+      }
+      if (passed) admitted[next] = 1;
+    }
+    semaphore.release();
+    return collect();
+  }
   while (next < items.length) {
     const index = next++;
     const verdict = check(items[index] as string);
