@@ -317,7 +317,10 @@ export class RedisBus implements SubscriptionBus {
           });
           return;
         }
-        this.send(this.eventChannel(event), this.wire.event(body, context));
+        let message = this.wire.event(body, context);
+        // The context is what gives way at the size bound: an event that fits alone still travels.
+        if (context !== undefined && tooLarge(message)) message = this.wire.event(body, undefined);
+        this.send(this.eventChannel(event), message);
         // The first release's wire has no context: the copy carries the event alone.
         if (this.legacyNodes > 0) this.send(this.channel, this.wire.legacyEvent(body));
       },

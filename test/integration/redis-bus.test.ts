@@ -30,6 +30,7 @@ import {
   type RedisClient,
   type RedisConnectionMessage,
 } from 'mcp-subscriptions/redis';
+import { MAX_MESSAGE_BYTES } from '../../adapters/redis/wire.ts';
 import { hubEngine } from '../../lib/internal.ts';
 import { describeBusContract, isMarker, MARKER, MARKER_URI } from '../helpers/bus-contract.ts';
 import { FakeResponse, openFollowing, recordingLogger, waitFor } from '../helpers/fake-response.ts';
@@ -475,6 +476,37 @@ describeUnless(redisMissing)('RedisBus against Redis on 127.0.0.1:6379', () => {
       ]);
       const copy = { v: 1, node: `~2~${a.nodeId}`, type: 'event', event: TOOLS };
       expect(copies.map((message) => JSON.parse(message) as unknown)).toStrictEqual([copy, copy]);
+    });
+
+    test('an event that fits the 4 MiB bound alone, but not with its context, travels without the context', async () => {
+      const channelPrefix = uniquePrefix();
+      const a = await node('ioredis', channelPrefix);
+      const b = await node('redis', channelPrefix);
+      await connected(a, b);
+      const seen: [SubscriptionEvent, EventContext | undefined][] = [];
+      const member = b.join({ event: (event, context) => seen.push([event, context]), cancel: noop });
+      await member.follow?.({ lists: [], uris: [], taskIds: ['t-big'] });
+      const task = (statusMessage: string): SubscriptionEvent => ({
+        kind: 'task_status',
+        owner: 'alice',
+        task: {
+          taskId: 't-big',
+          status: 'completed',
+          statusMessage,
+          createdAt: '2026-12-02T00:00:00Z',
+          lastUpdatedAt: '2026-12-02T00:00:00Z',
+          ttlMs: null,
+        },
+      });
+      const envelope = JSON.stringify({ v: 2, node: a.nodeId, type: 'event', event: task('') });
+      // 50 bytes under the bound alone; the context's `at` and `trace` take it over.
+      const big = task('x'.repeat(MAX_MESSAGE_BYTES - Buffer.byteLength(envelope) - 50));
+      const publisher = a.join({ event: noop, cancel: noop });
+      publisher.publish(big, { publishedAt: Date.now(), traceparent: TRACEPARENT });
+      await waitFor(() => seen.length === 1, 'the event on node B', 10_000);
+      expect(seen[0]?.[1]).toBeUndefined();
+      expect(seen[0]?.[0]).toStrictEqual(big);
+      expect(a.stats()).toMatchObject({ published: 1, dropped: 0 });
     });
 
     test.each(LIBRARIES)(
