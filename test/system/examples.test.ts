@@ -9,7 +9,7 @@
  * process exits 0. The Express example's own jest test (the client example of docs/client.md), and the
  * Fastify example's, run with their own jest setup against the packed package.
  *
- * Also: the quick starts (the README's for Express, docs/nest.md's for Nest, docs/fastify.md's for Fastify) are these apps, file by file (every fenced block marked
+ * Also: the quick starts (docs/express.md's for Express, docs/nest.md's for Nest, docs/fastify.md's for Fastify) are these apps, file by file (every fenced block marked
  * `<!-- from examples/… -->` is that whole file, and every file, import and package they need is
  * shown), and its `curl` listen request works as written against every running example, each header
  * refused when left out.
@@ -391,7 +391,7 @@ describe('the example apps, installed from their lockfiles with the packed packa
 });
 
 /** The pages that show files of the examples. */
-const PAGES = ['README.md', 'docs/nest.md', 'docs/fastify.md', 'docs/client.md'];
+const PAGES = ['README.md', 'docs/express.md', 'docs/nest.md', 'docs/fastify.md', 'docs/client.md'];
 
 interface Shown {
   /** Where the block's first line is, `README.md:120`. */
@@ -512,7 +512,9 @@ function appFiles(example: Example): string[] {
   ].sort();
 }
 
-const EXPRESS = '## Quick start (your Express app)';
+/** The Express quick start, whole files, lives on the Express page; the README shows its app.ts and points to it. */
+const EXPRESS = '## Quick start';
+const EXPRESS_PAGE = 'docs/express.md';
 /** The Nest quick start, whole files, lives on the Nest page; the README points to it. */
 const NEST = '## Quick start';
 const NEST_PAGE = 'docs/nest.md';
@@ -537,12 +539,13 @@ describe('the README and docs show the examples, file by file, complete', () => 
     const pages = PAGES.filter((page) => existsSync(path.join(REPO_ROOT, page)));
     const excerpts = pages.flatMap((page) => staleExcerpts(page, readFileSync(path.join(REPO_ROOT, page), 'utf8')));
     expect(excerpts).toStrictEqual([]);
+    expect(readFileSync(README, 'utf8')).toContain('<!-- excerpt of examples/express/src/app.ts -->');
     expect(readFileSync(README, 'utf8')).toContain('<!-- excerpt of examples/fastify/src/app.ts -->');
   });
 
   it('each quick start shows every file of its app, marks every code block, and installs every package they import', () => {
     const sections = {
-      express: readmeSection(EXPRESS),
+      express: readmeSection(EXPRESS, EXPRESS_PAGE),
       nest: readmeSection(NEST, NEST_PAGE),
       fastify: readmeSection(FASTIFY, FASTIFY_PAGE),
     };
@@ -592,7 +595,7 @@ describe('the README and docs show the examples, file by file, complete', () => 
     expect(shownIn(CLIENT_PAGE, text, firstLine).map(({ file }) => file)).toContain('examples/express/src/app.test.ts');
     const page = readFileSync(path.join(REPO_ROOT, CLIENT_PAGE), 'utf8');
     expect(shownIn(CLIENT_PAGE, page).map(({ file }) => file)).toContain('examples/express/jest.config.json');
-    const installed = new Set([...installedBy(page), ...installedBy(readmeSection(EXPRESS).text)]);
+    const installed = new Set([...installedBy(page), ...installedBy(readmeSection(EXPRESS, EXPRESS_PAGE).text)]);
     const imported = packagesImportedBy(readFileSync(path.join(EXAMPLES, 'express', 'src', 'app.test.ts'), 'utf8'));
     expect([...imported].filter((name) => !installed.has(name))).toStrictEqual([]);
   });
