@@ -170,20 +170,24 @@ export function authorizeEach<Req>(
       );
     });
 
-  /** Calls check `stage` on `item` holding a permit: a boolean when it answered synchronously. */
-  const call = (stage: number, item: string): boolean | Promise<boolean> => {
+  /**
+   * Calls check `stage` on `item` holding a permit: a boolean when it answered synchronously. A sync
+   * answer gives the permit back, unless the caller keeps holding it (`held`, the synchronous pass); an
+   * async one keeps it until it settles.
+   */
+  const call = (stage: number, item: string, held = false): boolean | Promise<boolean> => {
     const context = (spare ??= new CallContext(base.principal, base.request, run.signal));
     let result: boolean | PromiseLike<boolean>;
     try {
       result = (checks[stage] as ItemCheck<Req>)(item, context);
     } catch (error) {
-      semaphore.release();
+      if (!held) semaphore.release();
       if (outcomes !== undefined) (outcomes[stage] as StageCounts)[ERROR]++;
       run.onError(error, stage);
       return false;
     }
     if (!isThenable(result)) {
-      semaphore.release();
+      if (!held) semaphore.release();
       if (outcomes !== undefined) (outcomes[stage] as StageCounts)[result === true ? ALLOWED : DENIED]++;
       return result === true;
     }
@@ -207,11 +211,15 @@ export function authorizeEach<Req>(
     return true;
   };
 
-  /** One item, synchronously as long as its checks answer synchronously and permits are free. */
-  const check = (item: string): boolean | Promise<boolean> => {
+  /**
+   * One item, synchronously as long as its checks answer synchronously and permits are free; `held`
+   * when the caller holds a permit for the whole synchronous pass (a check that answers with a promise
+   * then takes it over).
+   */
+  const check = (item: string, held = false): boolean | Promise<boolean> => {
     for (let stage = 0; stage < checks.length; stage++) {
-      if (!semaphore.tryAcquire()) return passes(item, stage);
-      const verdict = call(stage, item);
+      if (!held && !semaphore.tryAcquire()) return passes(item, stage);
+      const verdict = call(stage, item, held);
       if (typeof verdict !== 'boolean') {
         return stage + 1 < checks.length
           ? verdict.then((ok) => (ok && !aborted ? passes(item, stage + 1) : false))
@@ -234,54 +242,19 @@ export function authorizeEach<Req>(
     return kept;
   };
 
-  // The synchronous pass: item after item for as long as every check answers at once.
+  // The synchronous pass: item after item for as long as every check answers at once. One permit for
+  // the whole pass, taken once rather than per call: nothing else runs between two synchronous calls,
+  // so it is the same bound as a permit per call (a check holds it during its call only).
+  const held = items.length > 0 && checks.length > 0 && semaphore.tryAcquire();
   let next = 0;
-  if (items.length > 0 && checks.length > 0 && semaphore.tryAcquire()) {
-    // One permit for the whole pass, taken once rather than per call: nothing else runs between two
-    // synchronous calls, so this is the same bound as a permit per call (a check holds it during its
-    // call only). A check that answers with a promise keeps it until it settles, as through `call`.
-    const context = (spare ??= new CallContext(base.principal, base.request, run.signal));
-    for (; next < items.length; next++) {
-      const item = items[next] as string;
-      let passed = true;
-      for (let stage = 0; stage < checks.length; stage++) {
-        let result: boolean | PromiseLike<boolean>;
-        try {
-          result = (checks[stage] as ItemCheck<Req>)(item, context);
-        } catch (error) {
-          if (outcomes !== undefined) (outcomes[stage] as StageCounts)[ERROR]++;
-          run.onError(error, stage);
-          passed = false;
-          break;
-        }
-        if (isThenable(result)) {
-          spare = undefined;
-          const index = next++;
-          const verdict = settle(result, context, stage);
-          return finish(
-            index,
-            stage + 1 < checks.length
-              ? verdict.then((ok) => (ok && !aborted ? passes(item, stage + 1) : false))
-              : verdict,
-          );
-        }
-        if (outcomes !== undefined) (outcomes[stage] as StageCounts)[result === true ? ALLOWED : DENIED]++;
-        if (result !== true) {
-          passed = false;
-          break;
-        }
-      }
-      if (passed) admitted[next] = 1;
-    }
-    semaphore.release();
-    return collect();
-  }
   while (next < items.length) {
     const index = next++;
-    const verdict = check(items[index] as string);
+    const verdict = check(items[index] as string, held);
+    // The held permit, if any, went with the check now waiting.
     if (typeof verdict !== 'boolean') return finish(index, verdict);
     if (verdict) admitted[index] = 1;
   }
+  if (held) semaphore.release();
   return collect();
 
   /** The rest of the run, once item `index` is waiting on `verdict`: `concurrency` items at a time. */

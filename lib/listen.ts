@@ -286,20 +286,17 @@ export function createListenHandler<Req = unknown>(
     const started = measured ? performance.now() : 0;
     const uriOutcomes = measured && checkUris ? uriCheckNames.map(noOutcomes) : undefined;
     const taskOutcomes = measured && checkTasks && taskChecks.length > 0 ? [noOutcomes()] : undefined;
+    const authorize = (
+      items: readonly string[],
+      checks: readonly ItemCheck<Req>[],
+      onError: (error: unknown, stage: number) => void,
+      outcomes: StageCounts[] | undefined,
+    ): string[] | Promise<string[]> =>
+      authorizeEach(items, checks, context, { ...run, onError, ...(outcomes !== undefined ? { outcomes } : {}) });
     const uris = checkUris
-      ? authorizeEach(requested.resourceSubscriptions, uriChecks, context, {
-          ...run,
-          onError: onResourceError,
-          ...(uriOutcomes !== undefined ? { outcomes: uriOutcomes } : {}),
-        })
+      ? authorize(requested.resourceSubscriptions, uriChecks, onResourceError, uriOutcomes)
       : undefined;
-    const taskIds = checkTasks
-      ? authorizeEach(requested.taskIds, taskChecks, context, {
-          ...run,
-          onError: onTaskError,
-          ...(taskOutcomes !== undefined ? { outcomes: taskOutcomes } : {}),
-        })
-      : undefined;
+    const taskIds = checkTasks ? authorize(requested.taskIds, taskChecks, onTaskError, taskOutcomes) : undefined;
     const done = (kept: { uris: string[] | undefined; taskIds: string[] | undefined }): NotificationFilter => {
       if (kept.uris !== undefined && kept.uris.length > 0) honored.resourceSubscriptions = kept.uris;
       if (kept.taskIds !== undefined && kept.taskIds.length > 0) honored.taskIds = kept.taskIds;

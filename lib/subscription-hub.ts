@@ -347,13 +347,10 @@ export class SubscriptionHub implements Hub {
     'shutting-down': 0,
     internal: 0,
   };
-  /** Open streams that follow at least one URI, and at least one task id (for telemetry). */
-  private withUris = 0;
-  private withTaskIds = 0;
   /** What telemetry reads of this hub; held here, since telemetry holds it weakly. */
   private readonly telemetry: TelemetrySource = {
     stats: () => this.stats(),
-    streamsWithKeys: () => ({ uris: this.withUris, taskIds: this.withTaskIds }),
+    streamsWithKeys: () => this.streamsWithKeys(),
     bus: () => this.options.bus,
   };
   /** Listens the SDK served itself, refused by {@link subscribe}. */
@@ -604,6 +601,20 @@ export class SubscriptionHub implements Hub {
     return Object.fromEntries(counts);
   }
 
+  /**
+   * Open streams that follow at least one URI, and at least one task id: counted when telemetry
+   * collects (a scrape), as `stats()` counts its queues, rather than kept up on every open and close.
+   */
+  private streamsWithKeys(): { uris: number; taskIds: number } {
+    let uris = 0;
+    let taskIds = 0;
+    for (const stream of this.streams) {
+      if (stream.filter.resourceSubscriptions !== undefined) uris++;
+      if (stream.filter.taskIds !== undefined) taskIds++;
+    }
+    return { uris, taskIds };
+  }
+
   /** Open streams per principal, anonymous ones as one. */
   private countByPrincipal(): Map<string, number> {
     const counts = new Map<string, number>();
@@ -708,8 +719,6 @@ export class SubscriptionHub implements Hub {
     if (filter.resourcesListChanged) this.byList.resources_list_changed.add(stream);
     for (const uri of filter.resourceSubscriptions ?? []) addTo(this.byUri, uri, stream);
     for (const taskId of filter.taskIds ?? []) addTo(this.byTask, taskId, stream);
-    if (filter.resourceSubscriptions !== undefined) this.withUris++;
-    if (filter.taskIds !== undefined) this.withTaskIds++;
     addTo(this.byRequest, requestKey(principal, init.id), stream);
     if (streamOpenChannel.hasSubscribers) {
       streamOpenChannel.publish({ principal, filter: filterSummary(filter) } satisfies StreamOpenMessage);
@@ -733,8 +742,6 @@ export class SubscriptionHub implements Hub {
     this.byList.resources_list_changed.delete(stream);
     for (const uri of filter.resourceSubscriptions ?? []) removeFrom(this.byUri, uri, stream);
     for (const taskId of filter.taskIds ?? []) removeFrom(this.byTask, taskId, stream);
-    if (filter.resourceSubscriptions !== undefined) this.withUris--;
-    if (filter.taskIds !== undefined) this.withTaskIds--;
     removeFrom(this.byRequest, requestKey(stream.principal, stream.id), stream);
     this.decrementPrincipal(stream.principal);
     this.unfollow(stream.principal, filter);

@@ -24,9 +24,6 @@ import type {
   Link,
   Meter,
   Observable,
-  ObservableCounter,
-  ObservableGauge,
-  ObservableUpDownCounter,
   Span,
   SpanContext,
   Tracer,
@@ -137,89 +134,145 @@ function attach(loaded: Api, source: TelemetrySource): void {
   tracer = loaded.trace.getTracer(INSTRUMENTATION_NAME);
 }
 
-function createInstruments(meter: Meter): Instruments {
-  const gauge = (name: string, description: string, unit: string): ObservableUpDownCounter =>
-    meter.createObservableUpDownCounter(name, { description, unit });
-  const counter = (name: string, description: string, unit: string): ObservableCounter =>
-    meter.createObservableCounter(name, { description, unit });
+/**
+ * An observable instrument read from the hubs' (and their buses') summed stats at collection: one value,
+ * or one per value of `attribute` (a closed set), or none (a bus without those counters).
+ */
+interface ObservedSpec {
+  readonly name: string;
+  readonly description: string;
+  readonly unit: string;
+  /** `updown`: a count that goes up and down (streams); `gauge`: a state (connected). */
+  readonly type: 'counter' | 'updown' | 'gauge';
+  readonly attribute?: string;
+  readonly read: (sum: Sums) => number | Readonly<Record<string, number>> | undefined;
+}
 
-  const streams = gauge('mcp.subscriptions.streams', 'Open listen streams.', '{stream}');
-  const following = gauge(
-    'mcp.subscriptions.streams.following',
-    'Open listen streams that follow an event kind (a stream may follow several).',
-    '{stream}',
-  );
-  const pending = gauge(
-    'mcp.subscriptions.streams.pending',
-    'Listen requests holding a slot while their URIs and task ids are authorized.',
-    '{stream}',
-  );
-  const queued = gauge(
-    'mcp.subscriptions.queue.depth',
-    'Events waiting in the queues of streams whose clients do not keep up, over all streams.',
-    '{event}',
-  );
-  const opened = counter('mcp.subscriptions.listens.opened', 'Listen streams opened.', '{stream}');
-  const refused = counter(
-    'mcp.subscriptions.listens.refused',
-    'Listen requests refused before a stream opened, by reason (error.type).',
-    '{request}',
-  );
-  const closed = counter('mcp.subscriptions.streams.closed', 'Listen streams closed, by reason.', '{stream}');
-  const published = counter(
-    'mcp.subscriptions.events.published',
-    'Events the hub delivered to its streams: published on this node or received over the bus.',
-    '{event}',
-  );
-  const deliveries = counter('mcp.subscriptions.deliveries', 'Event frames written to listen streams.', '{event}');
-  const coalesced = counter(
-    'mcp.subscriptions.events.coalesced',
-    'Queued events replaced by a newer event of the same key before their stream drained.',
-    '{event}',
-  );
-  const dropped = counter(
-    'mcp.subscriptions.events.dropped',
-    'Events that did not reach a stream that follows them (the stream was closed while they waited).',
-    '{event}',
-  );
-  const busConnected: ObservableGauge = meter.createObservableGauge('mcp.subscriptions.bus.connected', {
-    description: 'Whether the bus is connected (1) or not (0); absent for a bus with no connection state.',
+const OBSERVED: readonly ObservedSpec[] = [
+  {
+    name: 'mcp.subscriptions.streams',
+    type: 'updown',
+    unit: '{stream}',
+    description: 'Open listen streams.',
+    read: (sum) => sum.open,
+  },
+  {
+    name: 'mcp.subscriptions.streams.following',
+    type: 'updown',
+    unit: '{stream}',
+    description: 'Open listen streams that follow an event kind (a stream may follow several).',
+    attribute: 'mcp.subscriptions.event.kind',
+    read: (sum) => sum.following,
+  },
+  {
+    name: 'mcp.subscriptions.streams.pending',
+    type: 'updown',
+    unit: '{stream}',
+    description: 'Listen requests holding a slot while their URIs and task ids are authorized.',
+    read: (sum) => sum.pending,
+  },
+  {
+    name: 'mcp.subscriptions.queue.depth',
+    type: 'updown',
+    unit: '{event}',
+    description: 'Events waiting in the queues of streams whose clients do not keep up, over all streams.',
+    read: (sum) => sum.queued,
+  },
+  {
+    name: 'mcp.subscriptions.listens.opened',
+    type: 'counter',
+    unit: '{stream}',
+    description: 'Listen streams opened.',
+    read: (sum) => sum.opened,
+  },
+  {
+    name: 'mcp.subscriptions.listens.refused',
+    type: 'counter',
+    unit: '{request}',
+    description: 'Listen requests refused before a stream opened, by reason (error.type).',
+    attribute: 'error.type',
+    read: (sum) => sum.refusals,
+  },
+  {
+    name: 'mcp.subscriptions.streams.closed',
+    type: 'counter',
+    unit: '{stream}',
+    description: 'Listen streams closed, by reason.',
+    attribute: 'mcp.subscriptions.close.reason',
+    read: (sum) => sum.closed,
+  },
+  {
+    name: 'mcp.subscriptions.events.published',
+    type: 'counter',
+    unit: '{event}',
+    description: 'Events the hub delivered to its streams: published on this node or received over the bus.',
+    read: (sum) => sum.published,
+  },
+  {
+    name: 'mcp.subscriptions.deliveries',
+    type: 'counter',
+    unit: '{event}',
+    description: 'Event frames written to listen streams.',
+    read: (sum) => sum.written,
+  },
+  {
+    name: 'mcp.subscriptions.events.coalesced',
+    type: 'counter',
+    unit: '{event}',
+    description: 'Queued events replaced by a newer event of the same key before their stream drained.',
+    read: (sum) => sum.coalesced,
+  },
+  {
+    name: 'mcp.subscriptions.events.dropped',
+    type: 'counter',
+    unit: '{event}',
+    description: 'Events that did not reach a stream that follows them (the stream was closed while they waited).',
+    read: (sum) => sum.dropped,
+  },
+  {
+    name: 'mcp.subscriptions.bus.connected',
+    type: 'gauge',
     unit: '1',
-  });
-  const busPublished = counter('mcp.subscriptions.bus.published', 'Messages the bus published.', '{message}');
-  const busReceived = counter(
-    'mcp.subscriptions.bus.received',
-    'Valid messages the bus received from other nodes.',
-    '{message}',
-  );
-  const busDropped = counter(
-    'mcp.subscriptions.bus.dropped',
-    'Messages the bus lost: not sent while disconnected or refused, or received and invalid.',
-    '{message}',
-  );
-  const observables: Observable[] = [
-    streams,
-    following,
-    pending,
-    queued,
-    opened,
-    refused,
-    closed,
-    published,
-    deliveries,
-    coalesced,
-    dropped,
-    busConnected,
-    busPublished,
-    busReceived,
-    busDropped,
-  ];
+    description: 'Whether the bus is connected (1) or not (0); absent for a bus with no connection state.',
+    read: (sum) => (sum.busConnected === undefined ? undefined : sum.busConnected ? 1 : 0),
+  },
+  {
+    name: 'mcp.subscriptions.bus.published',
+    type: 'counter',
+    unit: '{message}',
+    description: 'Messages the bus published.',
+    read: (sum) => (sum.bus ? sum.busPublished : undefined),
+  },
+  {
+    name: 'mcp.subscriptions.bus.received',
+    type: 'counter',
+    unit: '{message}',
+    description: 'Valid messages the bus received from other nodes.',
+    read: (sum) => (sum.bus ? sum.busReceived : undefined),
+  },
+  {
+    name: 'mcp.subscriptions.bus.dropped',
+    type: 'counter',
+    unit: '{message}',
+    description: 'Messages the bus lost: not sent while disconnected or refused, or received and invalid.',
+    read: (sum) => (sum.bus ? sum.busDropped : undefined),
+  },
+];
 
-  const kindAttributes = new Map<string, Attributes>();
+function createInstruments(meter: Meter): Instruments {
+  const observables = OBSERVED.map((spec) => {
+    const options = { description: spec.description, unit: spec.unit };
+    return spec.type === 'counter'
+      ? meter.createObservableCounter(spec.name, options)
+      : spec.type === 'updown'
+        ? meter.createObservableUpDownCounter(spec.name, options)
+        : meter.createObservableGauge(spec.name, options);
+  });
+  const attributeSets = new Map<string, Attributes>();
   const attributes = (key: string, value: string): Attributes => {
     const id = `${key}=${value}`;
-    let made = kindAttributes.get(id);
-    if (made === undefined) kindAttributes.set(id, (made = Object.freeze({ [key]: value })));
+    let made = attributeSets.get(id);
+    if (made === undefined) attributeSets.set(id, (made = Object.freeze({ [key]: value })));
     return made;
   };
 
@@ -240,29 +293,16 @@ function createInstruments(meter: Meter): Instruments {
         addBus(sum, bus);
       }
     }
-    result.observe(streams, sum.open);
-    result.observe(pending, sum.pending);
-    result.observe(queued, sum.queued);
-    result.observe(opened, sum.opened);
-    result.observe(published, sum.published);
-    result.observe(deliveries, sum.written);
-    result.observe(coalesced, sum.coalesced);
-    result.observe(dropped, sum.dropped);
-    for (const [kind, count] of Object.entries(sum.following)) {
-      result.observe(following, count, attributes('mcp.subscriptions.event.kind', kind));
-    }
-    for (const [reason, count] of Object.entries(sum.refusals)) {
-      result.observe(refused, count, attributes('error.type', reason));
-    }
-    for (const [reason, count] of Object.entries(sum.closed)) {
-      result.observe(closed, count, attributes('mcp.subscriptions.close.reason', reason));
-    }
-    if (sum.bus) {
-      if (sum.busConnected !== undefined) result.observe(busConnected, sum.busConnected ? 1 : 0);
-      result.observe(busPublished, sum.busPublished);
-      result.observe(busReceived, sum.busReceived);
-      result.observe(busDropped, sum.busDropped);
-    }
+    OBSERVED.forEach((spec, i) => {
+      const instrument = observables[i] as Observable;
+      const value = spec.read(sum);
+      if (typeof value === 'number') result.observe(instrument, value);
+      else if (value !== undefined) {
+        for (const [key, count] of Object.entries(value)) {
+          result.observe(instrument, count, attributes(spec.attribute as string, key));
+        }
+      }
+    });
   }, observables);
 
   const checkAttributes = new Map<CheckName, readonly Attributes[]>();

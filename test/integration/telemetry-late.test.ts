@@ -5,19 +5,11 @@
  */
 import { afterAll, expect, test } from '@jest/globals';
 import { metrics } from '@opentelemetry/api';
-import { AggregationTemporality, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
+import { MeterProvider } from '@opentelemetry/sdk-metrics';
 import { SubscriptionHub } from 'mcp-subscriptions';
 import { recording, telemetryLoaded } from '../../lib/telemetry.ts';
 import { recordingLogger } from '../helpers/fake-response.ts';
-
-class OnDemandReader extends MetricReader {
-  protected override onForceFlush(): Promise<void> {
-    return Promise.resolve();
-  }
-  protected override onShutdown(): Promise<void> {
-    return Promise.resolve();
-  }
-}
+import { OnDemandReader } from '../helpers/telemetry.ts';
 
 const hubs: SubscriptionHub[] = [];
 afterAll(async () => {
@@ -32,7 +24,7 @@ test('no provider: nothing records; a provider registered later counts from the 
   expect(recording()).toBe(false);
   first.toolsListChanged();
 
-  const reader = new OnDemandReader({ aggregationTemporalitySelector: () => AggregationTemporality.CUMULATIVE });
+  const reader = new OnDemandReader();
   metrics.setGlobalMeterProvider(new MeterProvider({ readers: [reader] }));
   expect(recording()).toBe(false);
   const second = new SubscriptionHub({ logger: recordingLogger() });

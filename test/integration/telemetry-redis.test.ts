@@ -6,39 +6,24 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect } from '@jest/globals';
-import { context, metrics, trace } from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import {
-  AggregationTemporality,
-  DataPointType,
-  MeterProvider,
-  MetricReader,
-  type MetricData,
-} from '@opentelemetry/sdk-metrics';
-import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
+import { trace } from '@opentelemetry/api';
 import { SubscriptionHub } from 'mcp-subscriptions';
 import { RedisBus } from 'mcp-subscriptions/redis';
 import { telemetryLoaded } from '../../lib/telemetry.ts';
 import { FakeResponse, openFollowing, recordingLogger, waitFor } from '../helpers/fake-response.ts';
 import { REDIS_URL, sharedRedisMissing } from '../helpers/redis.ts';
 import { failUnderCi, testUnless } from '../helpers/skip.ts';
+import {
+  collectLibraryMetrics,
+  metricValue as valueOf,
+  registerTelemetry,
+  type RegisteredTelemetry,
+} from '../helpers/telemetry.ts';
 
 const redisMissing = await sharedRedisMissing();
 failUnderCi('Redis for the telemetry suite', redisMissing);
 
-class OnDemandReader extends MetricReader {
-  protected override onForceFlush(): Promise<void> {
-    return Promise.resolve();
-  }
-  protected override onShutdown(): Promise<void> {
-    return Promise.resolve();
-  }
-}
-
-const reader = new OnDemandReader({ aggregationTemporalitySelector: () => AggregationTemporality.CUMULATIVE });
-const meterProvider = new MeterProvider({ readers: [reader] });
-const spans = new InMemorySpanExporter();
-const tracerProvider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: spans })] });
+let telemetry: RegisteredTelemetry;
 const URI = 'note://alice/plan';
 
 let busA: RedisBus;
@@ -48,9 +33,7 @@ let hubB: SubscriptionHub;
 
 beforeAll(async () => {
   if (redisMissing !== undefined) return;
-  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-  metrics.setGlobalMeterProvider(meterProvider);
-  trace.setGlobalTracerProvider(tracerProvider);
+  telemetry = registerTelemetry();
   const channelPrefix = `telemetry-${randomUUID()}`;
   busA = new RedisBus({ url: REDIS_URL, channelPrefix, logger: recordingLogger() });
   busB = new RedisBus({ url: REDIS_URL, channelPrefix, logger: recordingLogger() });
@@ -66,34 +49,15 @@ afterAll(async () => {
   await hubB.close();
   await busA.close();
   await busB.close();
-  await meterProvider.shutdown();
-  await tracerProvider.shutdown();
-  metrics.disable();
-  trace.disable();
-  context.disable();
+  await telemetry.unregister();
 });
-
-async function collect(): Promise<MetricData[]> {
-  const { resourceMetrics, errors } = await reader.collect();
-  expect(errors).toStrictEqual([]);
-  return resourceMetrics.scopeMetrics.flatMap((scope) => scope.metrics);
-}
-
-function valueOf(all: MetricData[], name: string): number | undefined {
-  const data = all.find((each) => each.descriptor.name === name);
-  const point = data?.dataPoints[0];
-  if (data === undefined || point === undefined) return undefined;
-  return data.dataPointType === DataPointType.HISTOGRAM
-    ? (point.value as { count: number }).count
-    : (point.value as number);
-}
 
 testUnless(redisMissing)(
   'bus counters and state equal bus.stats(); the lag is measured and the trace crosses Redis',
   async () => {
     const res = new FakeResponse();
     await openFollowing(hubB, res, { filter: { resourceSubscriptions: [URI] } });
-    spans.reset();
+    telemetry.spans.reset();
     const writeSpan = trace.getTracer('notes-app').startActiveSpan('PUT /notes', (span) => {
       hubA.resourceUpdated(URI);
       span.end();
@@ -101,7 +65,7 @@ testUnless(redisMissing)(
     });
     await waitFor(() => busB.stats().received >= 1 && res.chunks.length >= 2, 'the update on node B', 10_000);
 
-    const all = await collect();
+    const all = await collectLibraryMetrics(telemetry.reader);
     const a = busA.stats();
     const b = busB.stats();
     expect({
@@ -119,7 +83,7 @@ testUnless(redisMissing)(
     });
     expect([a.published, b.received]).toStrictEqual([1, 1]);
 
-    const delivered = spans.getFinishedSpans().filter((span) => span.name === 'deliver resource_updated');
+    const delivered = telemetry.spans.getFinishedSpans().filter((span) => span.name === 'deliver resource_updated');
     const remote = delivered.filter((span) => span.attributes['mcp.subscriptions.remote'] === true);
     expect(remote.map((span) => span.links.map((link) => [link.context.traceId, link.context.spanId]))).toStrictEqual([
       [[writeSpan.spanContext().traceId, writeSpan.spanContext().spanId]],

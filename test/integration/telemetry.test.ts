@@ -6,16 +6,8 @@
  * linked from each hub's delivery of it.
  */
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { context, metrics, trace } from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import {
-  AggregationTemporality,
-  DataPointType,
-  MeterProvider,
-  MetricReader,
-  type MetricData,
-} from '@opentelemetry/sdk-metrics';
-import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
+import { trace } from '@opentelemetry/api';
+import type { MetricData } from '@opentelemetry/sdk-metrics';
 import express from 'express';
 import { MemoryBus, SubscriptionHub, type EventContext } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
@@ -23,27 +15,20 @@ import { telemetryLoaded } from '../../lib/telemetry.ts';
 import { authFromUserHeader, listenOn, type RunningServer } from '../helpers/express-apps.ts';
 import { recordingLogger, waitFor } from '../helpers/fake-response.ts';
 import { listen, listenHeaders, post, type SseStream } from '../helpers/sse.ts';
-
-/** A reader that collects when the test asks, as a scraper does. */
-class OnDemandReader extends MetricReader {
-  protected override onForceFlush(): Promise<void> {
-    return Promise.resolve();
-  }
-  protected override onShutdown(): Promise<void> {
-    return Promise.resolve();
-  }
-}
+import {
+  collectLibraryMetrics,
+  metricNamed as metric,
+  metricValue as valueOf,
+  registerTelemetry,
+  type RegisteredTelemetry,
+} from '../helpers/telemetry.ts';
 
 const SECRETS = {
   principals: ['alice-7f3a', 'bob-91c2'],
   uris: ['note://alice-7f3a/diary', 'note://bob-91c2/plans', 'note://alice-7f3a/refused'],
 };
 
-const reader = new OnDemandReader({ aggregationTemporalitySelector: () => AggregationTemporality.CUMULATIVE });
-const meterProvider = new MeterProvider({ readers: [reader] });
-const spans = new InMemorySpanExporter();
-const tracerProvider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: spans })] });
-
+let telemetry: RegisteredTelemetry;
 let bus: MemoryBus;
 let hubA: SubscriptionHub;
 let hubB: SubscriptionHub;
@@ -52,9 +37,7 @@ const streams: SseStream[] = [];
 
 beforeAll(async () => {
   // As an app does: the SDK first, then the library's objects.
-  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-  metrics.setGlobalMeterProvider(meterProvider);
-  trace.setGlobalTracerProvider(tracerProvider);
+  telemetry = registerTelemetry();
   bus = new MemoryBus();
   hubA = new SubscriptionHub({ logger: recordingLogger(), bus, maxSubscriptionsPerPrincipal: 2 });
   // A second node of the same process (a MemoryBus joins hubs): what it receives is measured too.
@@ -83,11 +66,7 @@ afterAll(async () => {
   await hubA.close();
   await hubB.close();
   await server.close();
-  await meterProvider.shutdown();
-  await tracerProvider.shutdown();
-  metrics.disable();
-  trace.disable();
-  context.disable();
+  await telemetry.unregister();
 });
 
 async function open(id: string, user: string, notifications: Record<string, unknown>): Promise<SseStream> {
@@ -97,29 +76,8 @@ async function open(id: string, user: string, notifications: Record<string, unkn
   return stream;
 }
 
-async function collect(): Promise<MetricData[]> {
-  const { resourceMetrics, errors } = await reader.collect();
-  expect(errors).toStrictEqual([]);
-  return resourceMetrics.scopeMetrics
-    .filter((scope) => scope.scope.name === 'mcp-subscriptions')
-    .flatMap((scope) => scope.metrics);
-}
-
-function metric(all: MetricData[], name: string): MetricData {
-  const found = all.find((each) => each.descriptor.name === name);
-  if (found === undefined) throw new Error(`no metric ${name}; have ${all.map((m) => m.descriptor.name).join(', ')}`);
-  return found;
-}
-
-/** A sum or gauge's value at the data point whose attributes are exactly `attributes`. */
-function valueOf(all: MetricData[], name: string, attributes: Record<string, string> = {}): number {
-  const data = metric(all, name);
-  const point = data.dataPoints.find((each) => JSON.stringify(each.attributes) === JSON.stringify(attributes));
-  if (point === undefined) return 0;
-  if (data.dataPointType === DataPointType.HISTOGRAM) {
-    return (point.value as { count: number }).count;
-  }
-  return point.value as number;
+function collect(): Promise<MetricData[]> {
+  return collectLibraryMetrics(telemetry.reader);
 }
 
 describe('metrics agree with hub.stats() after a workload', () => {
@@ -220,7 +178,7 @@ describe('metrics agree with hub.stats() after a workload', () => {
     const values = all.flatMap((each) =>
       each.dataPoints.flatMap((point) => Object.values(point.attributes).map(String)),
     );
-    const spanValues = spans
+    const spanValues = telemetry.spans
       .getFinishedSpans()
       .flatMap((span) => [span.name, ...Object.values(span.attributes).map(String)]);
     expect(values.length).toBeGreaterThan(0);
@@ -237,7 +195,7 @@ describe('a trace across nodes', () => {
     for (const stream of streams.splice(0)) stream.close();
     await waitFor(() => hubA.stats().openStreams === 0, 'the earlier streams gone');
     const alice = await open('t1', 'alice-7f3a', { resourceSubscriptions: [SECRETS.uris[0]] });
-    spans.reset();
+    telemetry.spans.reset();
     const tracer = trace.getTracer('notes-app');
     const writeSpan = tracer.startActiveSpan('PUT /notes', (span) => {
       hubB.resourceUpdated(SECRETS.uris[0] as string);
@@ -245,7 +203,7 @@ describe('a trace across nodes', () => {
       return span;
     });
     await alice.until(() => alice.events.length >= 2, 'the update');
-    const delivered = spans.getFinishedSpans().filter((span) => span.name === 'deliver resource_updated');
+    const delivered = telemetry.spans.getFinishedSpans().filter((span) => span.name === 'deliver resource_updated');
     // Hub B (the publisher) and hub A (over the bus).
     expect(delivered).toHaveLength(2);
     for (const span of delivered) {
@@ -265,7 +223,7 @@ describe('a trace across nodes', () => {
     for (const stream of streams.splice(0)) stream.close();
     await waitFor(() => hubA.stats().openStreams === 0, 'the earlier streams gone');
     const alice = await open('t2', 'alice-7f3a', { toolsListChanged: true });
-    spans.reset();
+    telemetry.spans.reset();
     // Another member of the bus, publishing as a bus of one's own might: malformed parts of a context.
     const member = bus.join({ event: () => undefined, cancel: () => undefined });
     const bad = [
@@ -277,16 +235,18 @@ describe('a trace across nodes', () => {
     await member.leave();
     await alice.until(() => alice.events.length >= 4, 'three tools changes');
     // Only the first carried a valid traceparent: its delivery by each hub is traced, without the bad tracestate.
-    expect(spans.getFinishedSpans().map((span) => [span.name, span.links[0]?.context.traceState])).toStrictEqual([
+    expect(
+      telemetry.spans.getFinishedSpans().map((span) => [span.name, span.links[0]?.context.traceState]),
+    ).toStrictEqual([
       ['deliver tools_list_changed', undefined],
       ['deliver tools_list_changed', undefined],
     ]);
   });
 
   test('a publish outside any span makes no span', () => {
-    spans.reset();
+    telemetry.spans.reset();
     hubA.toolsListChanged();
     hubB.resourceUpdated(SECRETS.uris[0] as string);
-    expect(spans.getFinishedSpans()).toStrictEqual([]);
+    expect(telemetry.spans.getFinishedSpans()).toStrictEqual([]);
   });
 });

@@ -1695,44 +1695,58 @@ for (const kind of SAMPLES) {
       90_000,
     );
 
+    /** Two instances of this sample on a Redis of their own, each serving /metrics on a port of its own. */
+    async function withMetricsPair(
+      run: (
+        a: SampleApp,
+        b: SampleApp,
+        metricsUrls: readonly [string, string],
+        redis: { readonly url: string },
+      ) => Promise<void>,
+    ): Promise<void> {
+      await withOwnRedis(async (redis) => {
+        const ports = [await freePort(), await freePort()] as const;
+        const [a, b] = await twoInstances(kind, redis.url, 'SIGTERM', [
+          { METRICS_PORT: String(ports[0]) },
+          { METRICS_PORT: String(ports[1]) },
+        ]);
+        try {
+          await run(a, b, [`http://127.0.0.1:${ports[0]}/metrics`, `http://127.0.0.1:${ports[1]}/metrics`], redis);
+        } finally {
+          await Promise.all([a.stop(), b.stop()]);
+        }
+      });
+    }
+
     redisTest(
       "REDIS_URL and METRICS_PORT: each instance's bus metrics agree with the `bus` of its stats route",
       async () => {
-        await withOwnRedis(async (redis) => {
-          const ports = [await freePort(), await freePort()] as const;
-          const [a, b] = await twoInstances(kind, redis.url, 'SIGTERM', [
-            { METRICS_PORT: String(ports[0]) },
-            { METRICS_PORT: String(ports[1]) },
-          ]);
-          try {
-            // Each instance publishes, and receives what the other published.
-            const probes = await warm(a, b, subscribe);
-            for (const [instance, port] of [
-              [a, ports[0]],
-              [b, ports[1]],
-            ] as const) {
-              const { stats, exposition } = await quiescentScrape(instance, `http://127.0.0.1:${port}/metrics`);
-              expect(stats.bus.received).toBeGreaterThanOrEqual(1); // an agreement of zeros would prove nothing
-              expect({
-                connected: totalOf(exposition, metric('bus_connected')),
-                published: totalOf(exposition, metric('bus_published_total')),
-                received: totalOf(exposition, metric('bus_received_total')),
-                dropped: totalOf(exposition, metric('bus_dropped_total')),
-              }).toStrictEqual({
-                connected: stats.bus.connected ? 1 : 0,
-                published: stats.bus.published,
-                received: stats.bus.received,
-                dropped: stats.bus.dropped,
-              });
-              expect(exposition.types.get(metric('bus_connected'))).toBe('gauge');
-              const values = labelValues(exposition);
-              for (const secret of ['alice', 'bob', 'carol', 'note://', 'warm', probes[0]!.id, redis.url]) {
-                const leaked = values.filter((value) => value.includes(String(secret)));
-                expect({ secret, leaked }).toStrictEqual({ secret, leaked: [] });
-              }
+        await withMetricsPair(async (a, b, metricsUrls, redis) => {
+          // Each instance publishes, and receives what the other published.
+          const probes = await warm(a, b, subscribe);
+          for (const [instance, url] of [
+            [a, metricsUrls[0]],
+            [b, metricsUrls[1]],
+          ] as const) {
+            const { stats, exposition } = await quiescentScrape(instance, url);
+            expect(stats.bus.received).toBeGreaterThanOrEqual(1); // an agreement of zeros would prove nothing
+            expect({
+              connected: totalOf(exposition, metric('bus_connected')),
+              published: totalOf(exposition, metric('bus_published_total')),
+              received: totalOf(exposition, metric('bus_received_total')),
+              dropped: totalOf(exposition, metric('bus_dropped_total')),
+            }).toStrictEqual({
+              connected: stats.bus.connected ? 1 : 0,
+              published: stats.bus.published,
+              received: stats.bus.received,
+              dropped: stats.bus.dropped,
+            });
+            expect(exposition.types.get(metric('bus_connected'))).toBe('gauge');
+            const values = labelValues(exposition);
+            for (const secret of ['alice', 'bob', 'carol', 'note://', 'warm', probes[0]!.id, redis.url]) {
+              const leaked = values.filter((value) => value.includes(String(secret)));
+              expect({ secret, leaked }).toStrictEqual({ secret, leaked: [] });
             }
-          } finally {
-            await Promise.all([a.stop(), b.stop()]);
           }
         });
       },
@@ -1742,31 +1756,22 @@ for (const kind of SAMPLES) {
     redisTest(
       'REDIS_URL and METRICS_PORT: an event received from the other instance is timed in mcp_subscriptions_bus_lag (seconds)',
       async () => {
-        await withOwnRedis(async (redis) => {
-          const ports = [await freePort(), await freePort()] as const;
-          const [a, b] = await twoInstances(kind, redis.url, 'SIGTERM', [
-            { METRICS_PORT: String(ports[0]) },
-            { METRICS_PORT: String(ports[1]) },
-          ]);
-          try {
-            const metricsOfB = `http://127.0.0.1:${ports[1]}/metrics`;
-            await warm(a, b, subscribe);
-            const before = await quiescentScrape(b, metricsOfB);
-            // A stream on b follows a note that a changes: a's event reaches b over Redis.
-            const uri = `note://alice/${uid('lag')}`;
-            const onB = await subscribe(b, alice, uid('lag'), { resourceSubscriptions: [uri] });
-            expect((await putNote(a, alice, uri, 'timed')).status).toBe(201);
-            await onB.waitFor(isUpdateOf(uri), { timeoutMs: 5000 });
-            const after = await quiescentScrape(b, metricsOfB);
-            const lagged =
-              totalOf(after.exposition, metric('bus_lag_count')) - totalOf(before.exposition, metric('bus_lag_count'));
-            expect(after.stats.bus.received - before.stats.bus.received).toBeGreaterThanOrEqual(1);
-            expect(lagged).toBeGreaterThanOrEqual(1);
-            expect(after.exposition.types.get(metric('bus_lag'))).toBe('histogram');
-            expect(after.exposition.units.get(metric('bus_lag'))).toBe('s');
-          } finally {
-            await Promise.all([a.stop(), b.stop()]);
-          }
+        await withMetricsPair(async (a, b, metricsUrls) => {
+          const metricsOfB = metricsUrls[1];
+          await warm(a, b, subscribe);
+          const before = await quiescentScrape(b, metricsOfB);
+          // A stream on b follows a note that a changes: a's event reaches b over Redis.
+          const uri = `note://alice/${uid('lag')}`;
+          const onB = await subscribe(b, alice, uid('lag'), { resourceSubscriptions: [uri] });
+          expect((await putNote(a, alice, uri, 'timed')).status).toBe(201);
+          await onB.waitFor(isUpdateOf(uri), { timeoutMs: 5000 });
+          const after = await quiescentScrape(b, metricsOfB);
+          const lagged =
+            totalOf(after.exposition, metric('bus_lag_count')) - totalOf(before.exposition, metric('bus_lag_count'));
+          expect(after.stats.bus.received - before.stats.bus.received).toBeGreaterThanOrEqual(1);
+          expect(lagged).toBeGreaterThanOrEqual(1);
+          expect(after.exposition.types.get(metric('bus_lag'))).toBe('histogram');
+          expect(after.exposition.units.get(metric('bus_lag'))).toBe('s');
         });
       },
       90_000,
