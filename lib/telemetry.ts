@@ -205,7 +205,8 @@ const OBSERVED: readonly ObservedSpec[] = [
     name: 'mcp.subscriptions.events.published',
     type: 'counter',
     unit: '{event}',
-    description: 'Events the hub delivered to its streams: published on this node or received over the bus.',
+    description:
+      'Events the hub handled, published on this node or received over the bus, whether or not a stream followed them.',
     read: (sum) => sum.published,
   },
   {

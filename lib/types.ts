@@ -312,7 +312,7 @@ export interface HubStats {
   };
   /** Events currently queued behind slow sockets, over all streams. */
   queued: number;
-  /** Events delivered to this node's streams (published here or received from the bus). */
+  /** Events this node's hub handled (published here or received from the bus), whether or not a stream followed them. */
   published: number;
   /** Frames handed to sockets (batched per tick; a stream cancelled in the same tick discards its batch). */
   written: number;
