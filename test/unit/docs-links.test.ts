@@ -2,7 +2,8 @@
  * Every relative link of the README, CONTRIBUTING.md and docs/*.md resolves: the file or folder it
  * names exists, and a `#heading` it names is a heading of that page, slugged as GitHub slugs headings
  * (lower case, punctuation dropped, spaces to hyphens, `-1`, `-2`… for repeats). Links to the web are
- * not fetched.
+ * not fetched. A section named in prose rather than linked (`the README's "Security model"`) is a
+ * heading of that page too.
  */
 import { describe, expect, test } from '@jest/globals';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
@@ -121,5 +122,38 @@ describe.each(PAGES)('%s', (page) => {
       })
       .filter((problem) => problem !== undefined);
     expect(broken).toEqual([]);
+  });
+});
+
+/** Every `<page>'s "<section>"` of a page's prose (README's, or a docs page's), with its line. */
+function namedSectionsOf(markdown: string): { page: string; section: string; number: number }[] {
+  const named: { page: string; section: string; number: number }[] = [];
+  for (const { line, number } of proseLines(markdown)) {
+    for (const match of line.matchAll(/\b(README|[a-z-]+\.md)'s ["“]([^"”]+)["”]/g)) {
+      named.push({ page: match[1]!, section: match[2]!, number });
+    }
+  }
+  return named;
+}
+
+describe('sections named in prose', () => {
+  test('a name is found', () => {
+    expect(namedSectionsOf(`See the README's "Security model" and api.md's "Options".`)).toEqual([
+      { page: 'README', section: 'Security model', number: 1 },
+      { page: 'api.md', section: 'Options', number: 1 },
+    ]);
+  });
+
+  test.each(PAGES)('%s names only sections that exist', (page) => {
+    const problems = namedSectionsOf(readFileSync(path.join(ROOT, page), 'utf8'))
+      .map(({ page: target, section, number }) => {
+        const file = target === 'README' ? path.join(ROOT, 'README.md') : path.join(ROOT, 'docs', target);
+        if (!existsSync(file)) return `${page}:${number}: ${target} does not exist`;
+        return anchorsOf(readFileSync(file, 'utf8')).has(githubSlug(section))
+          ? undefined
+          : `${page}:${number}: ${target} has no section "${section}"`;
+      })
+      .filter((problem) => problem !== undefined);
+    expect(problems).toEqual([]);
   });
 });
