@@ -34,6 +34,8 @@ export type { ErrorCodeValue } from './errors.ts';
 export { DiagnosticsChannel } from './diagnostics.ts';
 export type {
   BusInterest,
+  InterestLease,
+  ResyncKeys,
   BusListener,
   EventContext,
   BusMember,

@@ -49,3 +49,7 @@ export type { HeaderBag, ListenRequest, ParseOptions } from './protocol.ts';
 export { ListenStream } from './listen-stream.ts';
 export type { DeliverOutcome, StreamResponse } from './listen-stream.ts';
 export { KEEPALIVE_FRAME, SSE_HEADERS } from './sse.ts';
+export { InterestReconciler } from './interest.ts';
+export type { GapKeys, InterestHooks, InterestKeyType, InterestOptions, InterestTransport } from './interest.ts';
+export { DEFAULT_BACKLOG_KEYS, UnsentBacklog } from './backlog.ts';
+export type { BacklogContents } from './backlog.ts';

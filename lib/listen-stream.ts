@@ -6,7 +6,7 @@ import { OutgoingMessage, ServerResponse } from 'node:http';
 import { Socket } from 'node:net';
 import { KEEPALIVE_FRAME, SSE_HEADERS, type SplitFrame } from './sse.ts';
 import { StreamQueue, type QueueOutcome } from './stream-queue.ts';
-import type { CloseReason, NotificationFilter, RequestId } from './types.ts';
+import type { CloseReason, InterestLease, NotificationFilter, RequestId } from './types.ts';
 
 /**
  * The part of Node's `ServerResponse` a stream uses. Adapters hand the raw response of their
@@ -199,6 +199,8 @@ export class ListenStream {
   readonly idJson: string;
   readonly principal: string;
   readonly filter: NotificationFilter;
+  /** The bus's hold on what it follows, released by the hub when it closes (a bus that routes by interest). */
+  lease: InterestLease | undefined = undefined;
 
   private readonly res: StreamResponse;
   /** Set when frames go to the socket as chunks of their own (see {@link directSocket}). */

@@ -36,6 +36,7 @@ import type {
   BusInterest,
   BusMember,
   CloseReason,
+  InterestLease,
   FilterSummary,
   Hub,
   HubStats,
@@ -46,6 +47,7 @@ import type {
   PublishReport,
   RequestId,
   ResolvedHubOptions,
+  ResyncKeys,
   StreamCloseMessage,
   StreamOpenMessage,
   SubscriptionBus,
@@ -273,6 +275,12 @@ function isEmptyFilter(filter: NotificationFilter): boolean {
 
 const NO_KEYS: readonly string[] = Object.freeze([]);
 
+const LIST_KINDS: readonly ListChangedKind[] = Object.freeze([
+  'tools_list_changed',
+  'prompts_list_changed',
+  'resources_list_changed',
+]);
+
 /** What a stream follows, for the bus: built again on close from the same filter, so nothing is kept per stream. */
 function interestOf(principal: string, filter: NotificationFilter): BusInterest {
   const lists: ListChangedKind[] = [];
@@ -324,12 +332,14 @@ export class SubscriptionHub implements Hub {
     empty: 0,
     stalled: 0,
     failed: 0,
+    resync: 0,
   };
   /** A write that threw is logged once per hub; later ones are counted in `closed.failed`. */
   private writeFailureLogged = false;
   private readonly member: BusMember;
   private pending = 0;
   private published = 0;
+  private resynced = 0;
   private opened = 0;
   private refused = 0;
   private readonly refusals: Record<RefusalReason, number> = {
@@ -391,6 +401,13 @@ export class SubscriptionHub implements Hub {
       cancel: (principal, id) => {
         try {
           this.cancelHere(principal, id);
+        } catch (error) {
+          this.fromBusFailed(error);
+        }
+      },
+      resync: (keys) => {
+        try {
+          this.resync(keys);
         } catch (error) {
           this.fromBusFailed(error);
         }
@@ -497,31 +514,22 @@ export class SubscriptionHub implements Hub {
     this.pending++;
     this.perPrincipal.set(quota, mine + 1);
     let held = true;
-    /** The filter the bus was told of, while the stream is not open: released with the slot. */
-    let followed: NotificationFilter | undefined;
+    /** The bus's hold on what the stream will follow, while the stream is not open: released with the slot. */
+    let lease: InterestLease | undefined;
     const release = (): void => {
       if (!held) return;
       held = false;
       this.pending--;
       this.decrementPrincipal(principal);
-      if (followed !== undefined) this.unfollow(principal, followed);
-      followed = undefined;
+      lease?.release();
+      lease = undefined;
     };
     return {
       release,
       follow: (filter) => {
-        const member = this.member;
-        if (!held || followed !== undefined || member.follow === undefined || isEmptyFilter(filter)) return undefined;
-        followed = filter;
-        let waiting: void | Promise<void>;
-        try {
-          waiting = member.follow(interestOf(principal, filter));
-        } catch (error) {
-          this.busFailed(error);
-          return undefined;
-        }
-        if (!(waiting instanceof Promise)) return undefined;
-        return waiting.catch((error: unknown) => this.busFailed(error));
+        if (!held || lease !== undefined || this.member.follow === undefined || isEmptyFilter(filter)) return undefined;
+        lease = this.follow(principal, filter);
+        return lease.ready?.catch((error: unknown) => this.busFailed(error));
       },
       open: (res, init) => {
         if (!held) {
@@ -541,8 +549,9 @@ export class SubscriptionHub implements Hub {
         const stream = this.attach(res, principal, init);
         held = false;
         this.pending--;
-        // From here the stream's close unfollows (or, for an empty filter, nothing was followed).
-        followed = undefined;
+        // From here the stream's close releases the lease (an empty filter took none).
+        stream.lease = lease;
+        lease = undefined;
         return stream;
       },
     };
@@ -585,6 +594,7 @@ export class SubscriptionHub implements Hub {
       written: this.counters.written,
       coalesced: this.counters.coalesced,
       dropped: this.counters.dropped,
+      resynced: this.resynced,
       opened: this.opened,
       closed: { ...this.closedBy },
       cutOff: this.counters.cutOff,
@@ -744,7 +754,8 @@ export class SubscriptionHub implements Hub {
     for (const taskId of filter.taskIds ?? []) removeFrom(this.byTask, taskId, stream);
     removeFrom(this.byRequest, requestKey(stream.principal, stream.id), stream);
     this.decrementPrincipal(stream.principal);
-    this.unfollow(stream.principal, filter);
+    stream.lease?.release();
+    stream.lease = undefined;
     this.closedBy[reason]++;
     if (streamCloseChannel.hasSubscribers) {
       streamCloseChannel.publish({
@@ -755,15 +766,66 @@ export class SubscriptionHub implements Hub {
     }
   };
 
-  /** Tells a bus that routes by interest that a stream which followed `filter` is gone. */
-  private unfollow(principal: string, filter: NotificationFilter): void {
+  /**
+   * The bus's lease on what a stream will follow. A bus of the older form (a promise, or nothing, and
+   * `unfollow`) gets a lease made here, whose release calls `unfollow` once.
+   */
+  private follow(principal: string, filter: NotificationFilter): InterestLease {
     const member = this.member;
-    if (member.unfollow === undefined) return;
+    const interest = interestOf(principal, filter);
+    let taken: InterestLease | void | Promise<void>;
     try {
-      member.unfollow(interestOf(principal, filter));
+      taken = member.follow?.(interest);
     } catch (error) {
       this.busFailed(error);
+      return { ready: undefined, release: () => {} };
     }
+    if (taken !== undefined && !(taken instanceof Promise) && typeof taken.release === 'function') {
+      const lease = taken;
+      return {
+        ready: lease.ready,
+        release: () => {
+          try {
+            lease.release();
+          } catch (error) {
+            this.busFailed(error);
+          }
+        },
+      };
+    }
+    let released = false;
+    return {
+      ready: taken instanceof Promise ? taken : undefined,
+      release: () => {
+        if (released) return;
+        released = true;
+        try {
+          member.unfollow?.(interest);
+        } catch (error) {
+          this.busFailed(error);
+        }
+      },
+    };
+  }
+
+  /**
+   * The bus could not hear of changes to `keys` for a while: each stream following one is told once,
+   * as if it had changed (a hint to read it again). A task's notification carries its whole state,
+   * which the hub does not hold: its streams end gracefully instead, and their clients listen again.
+   */
+  private resync(keys: ResyncKeys | 'all'): void {
+    if (this.closing) return;
+    const all = keys === 'all';
+    const lists = all ? LIST_KINDS : keys.lists;
+    const uris = all ? [...this.byUri.keys()] : keys.uris;
+    const taskIds = all ? [...this.byTask.keys()] : keys.taskIds;
+    const report: PublishReport = { matched: 0, written: 0, queued: 0, coalesced: 0 };
+    for (const kind of lists) this.fanOut({ kind }, report);
+    for (const uri of uris) this.fanOut({ kind: 'resource_updated', uri }, report);
+    this.resynced += report.matched;
+    const ending = new Set<ListenStream>();
+    for (const taskId of taskIds) for (const stream of streamsOf(this.byTask.get(taskId))) ending.add(stream);
+    for (const stream of ending) void stream.end('resync', true, this.options.completeTimeoutMs);
   }
 
   private decrementPrincipal(principal: string): void {
@@ -773,9 +835,23 @@ export class SubscriptionHub implements Hub {
     else this.perPrincipal.set(quota, count);
   }
 
-  /** Delivers a valid event to this node's streams: the hot path. */
+  /** Delivers a valid event to this node's streams and listeners: the hot path. */
   private deliver(event: SubscriptionEvent): PublishReport {
     this.published++;
+    const report: PublishReport = { matched: 0, written: 0, queued: 0, coalesced: 0 };
+    this.fanOut(event, report);
+    for (const listener of this.listeners) {
+      try {
+        listener(event);
+      } catch (error) {
+        this.options.logger.error('an event listener threw', { error });
+      }
+    }
+    return report;
+  }
+
+  /** Offers `event` to every stream that follows its key, counting in `report`. */
+  private fanOut(event: SubscriptionEvent, report: PublishReport): void {
     let targets: Entry | undefined;
     switch (event.kind) {
       case 'resource_updated':
@@ -787,7 +863,6 @@ export class SubscriptionHub implements Hub {
       default:
         targets = this.byList[event.kind];
     }
-    const report: PublishReport = { matched: 0, written: 0, queued: 0, coalesced: 0 };
     if (targets !== undefined && (!(targets instanceof Set) || targets.size > 0)) {
       const frame = eventFrame(event);
       const key =
@@ -805,13 +880,5 @@ export class SubscriptionHub implements Hub {
       if (publishChannel.hasSubscribers)
         publishChannel.publish({ kind: event.kind, ...report } satisfies PublishMessage);
     }
-    for (const listener of this.listeners) {
-      try {
-        listener(event);
-      } catch (error) {
-        this.options.logger.error('an event listener threw', { error });
-      }
-    }
-    return report;
   }
 }

@@ -157,6 +157,36 @@ export interface BusListener {
    * node's streams of `principal` whose listen id is `id`.
    */
   cancel(principal: string, id: RequestId): void;
+  /**
+   * Optional, for a bus that can lose messages and knows when (an outage, a failover, a slot move):
+   * these keys may have changed while this node could not hear of it. The hub tells each of its
+   * streams that follows one of them, once per key, as if it had changed: listen's notifications are
+   * hints to read again, so a hint too many costs a read and a hint missed loses a change. `'all'`:
+   * every key of every stream (the bus could not tell which).
+   */
+  resync?(keys: ResyncKeys | 'all'): void;
+}
+
+/** The keys a bus asks the hub to resync ({@link BusListener.resync}). */
+export interface ResyncKeys {
+  readonly lists: readonly ListChangedKind[];
+  readonly uris: readonly string[];
+  readonly taskIds: readonly string[];
+}
+
+/**
+ * What a bus that routes by interest returns from {@link BusMember.follow}: the stream's interest,
+ * held until {@link release} (once: later calls do nothing), so that no other stream's or hub's release
+ * can take it away.
+ */
+export interface InterestLease {
+  /**
+   * Settles when the node is subscribed to every key new to it (the hub writes the acknowledgement
+   * then), or when the bus gave up waiting; `undefined` when there is nothing to wait for. Never rejects.
+   */
+  readonly ready: Promise<void> | undefined;
+  /** Lets go of the interest. Idempotent. */
+  release(): void;
 }
 
 /**
@@ -192,12 +222,17 @@ export interface BusMember {
   cancel(principal: string, id: RequestId): void;
   /**
    * Optional, for a bus that routes by interest: a stream of this member is about to open with this
-   * interest. The hub writes the stream's acknowledgement only once a returned promise settles, so an
-   * event published anywhere after the acknowledgement reaches the stream; the bus bounds the wait
-   * (and does not wait while it is disconnected). Never rejects into the hub.
+   * interest. Return an {@link InterestLease}: the hub writes the stream's acknowledgement only once its
+   * `ready` settles, so an event published anywhere after the acknowledgement reaches the stream (the
+   * bus bounds the wait, and does not wait while it is disconnected), and releases it exactly once when
+   * the stream closes or never opens. The older form, a promise (or nothing) paired with
+   * {@link unfollow}, is still accepted. Never rejects into the hub.
    */
-  follow?(interest: BusInterest): void | Promise<void>;
-  /** Optional: the stream that followed `interest` closed (or never opened). Called once per `follow`. */
+  follow?(interest: BusInterest): InterestLease | void | Promise<void>;
+  /**
+   * Optional, the older form's release: the stream that followed `interest` closed (or never opened).
+   * Called once per `follow` that returned no lease.
+   */
   unfollow?(interest: BusInterest): void;
   /** Leaves the bus; nothing reaches this member afterwards. Idempotent. */
   leave(): void | Promise<void>;
@@ -288,7 +323,13 @@ export type CloseReason =
   /** Its client accepted no byte for `stallTimeoutMs`: the socket was destroyed. */
   | 'stalled'
   /** Writing to its response threw (a middleware's wrapped `res.write`, say): the response was destroyed. */
-  | 'failed';
+  | 'failed'
+  /**
+   * Ended gracefully (its terminal result) because a task it follows may have changed while the bus
+   * could not hear of it: a task's notification carries its whole state, which the hub does not hold,
+   * so its client listens again and reads the task (docs/redis.md, "Nothing unnoticed").
+   */
+  | 'resync';
 
 /** A snapshot of the hub's state and counters since it was created (`hub.stats()`). */
 export interface HubStats {
@@ -320,6 +361,11 @@ export interface HubStats {
   coalesced: number;
   /** Events discarded unsent from the queues of streams closed as `'stalled'`. */
   dropped: number;
+  /**
+   * Notifications the bus's resyncs offered to streams: after a gap (an outage, a failover, a slot
+   * move), each stream following a key that may have changed meanwhile is told once, as if it had.
+   */
+  resynced: number;
   opened: number;
   closed: Record<CloseReason, number>;
   /** Ending streams cut off because their client did not read the last frames within `completeTimeoutMs`. */

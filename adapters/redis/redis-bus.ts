@@ -8,16 +8,19 @@
  */
 import { createHash } from 'node:crypto';
 import diagnostics from 'node:diagnostics_channel';
-import type {
-  BusInterest,
-  BusListener,
-  BusMember,
-  EventContext,
-  ListChangedKind,
-  Logger,
-  RequestId,
-  SubscriptionBus,
-  SubscriptionEvent,
+import {
+  InterestReconciler,
+  UnsentBacklog,
+  type BusListener,
+  type BusMember,
+  type EventContext,
+  type GapKeys,
+  type InterestKeyType,
+  type ListChangedKind,
+  type Logger,
+  type RequestId,
+  type SubscriptionBus,
+  type SubscriptionEvent,
 } from '../../lib/internal.ts';
 import { ClusterConnection } from './cluster-connection.ts';
 import { within, wrap, type Connection } from './connection.ts';
@@ -68,10 +71,24 @@ export interface RedisBusStats {
   dropped: number;
   /** Times the bus got its connection back after losing it. */
   reconnects: number;
-  /** Redis channels this node is subscribed to now (the fixed ones and those of the keys its streams follow). */
+  /**
+   * Redis channels this node is subscribed to now, as Redis's replies said: the fixed ones and those of
+   * the keys its streams follow (and those let go less than a second ago).
+   */
   subscriptions: number;
-  /** Times the bus subscribed to all its channels again: after a reconnect, a failover or a slot move. */
+  /** Channels this node wants (the fixed ones, and those of the keys its streams follow) that Redis has not confirmed yet. */
+  unsubscribed: number;
+  /** Times the bus subscribed its channels again after losing them: a reconnect, a failover or a slot move. */
   resubscribes: number;
+  /**
+   * Resyncs this node ran: a channel subscribed again after a gap (its keys' streams were told they
+   * may have changed), or a resync of everything another node asked for.
+   */
+  resyncs: number;
+  /** Keys whose latest change this node could not publish yet, published once Redis is back (see docs/redis.md). */
+  unsent: number;
+  /** Changes published late, once Redis was back, and resyncs of everything asked of the other nodes. */
+  republished: number;
   /**
    * Nodes of the first release (wire version 1) on this Redis, as last counted (every second): while
    * there are any, each message is also published for them on `${channelPrefix}:bus`. Always 0 on a cluster.
@@ -93,9 +110,16 @@ const CLOSE_STEP_MS = 1000;
 
 /**
  * How long a stream's acknowledgement may wait for the SUBSCRIBE of a key new to this node. Redis
- * answers in well under a millisecond; this bounds a Redis that stops answering without closing.
+ * answers in well under a millisecond; this bounds a Redis that stops answering without closing (the
+ * channel then has a gap, and its keys are resynced once it is subscribed).
  */
 const FOLLOW_TIMEOUT_MS = 2000;
+
+/**
+ * How soon a backlog of unsent changes is tried again while the bus is connected (a PUBLISH refused,
+ * or the in-flight bound reached, without an outage).
+ */
+const BACKLOG_RETRY_MS = 1000;
 
 /**
  * How long a channel no stream follows any more stays subscribed: a client that reconnects (or a
@@ -127,19 +151,6 @@ const LIST_SUFFIX: Record<ListChangedKind, string> = {
  */
 function digest(key: string): string {
   return createHash('sha256').update(key).digest('base64url').slice(0, 22);
-}
-
-/** A key followed by this node's streams: its channel, and how many streams follow it. */
-interface Followed {
-  readonly channel: string;
-  count: number;
-}
-
-/** A SUBSCRIBE not yet answered: the follows waiting on it. */
-interface SubscribeBatch {
-  readonly channels: string[];
-  readonly done: Promise<void>;
-  settle(): void;
 }
 
 /** The routings, by the name of their presence channel. */
@@ -187,12 +198,22 @@ export class RedisBus implements SubscriptionBus {
   private readonly logger: Logger;
   private readonly wire: Wire;
   private readonly members = new Set<BusListener>();
-  private readonly counters = { published: 0, received: 0, dropped: 0, reconnects: 0, resubscribes: 0 };
+  private readonly counters = {
+    published: 0,
+    received: 0,
+    dropped: 0,
+    reconnects: 0,
+    resubscribes: 0,
+    resyncs: 0,
+    republished: 0,
+  };
   /** `${channelPrefix}:2:`: how every channel of this release starts. */
   private readonly base: string;
   private readonly listChannels: Record<ListChangedKind, string>;
   /** The channel of `'broadcast'` routing. */
   private readonly allChannel: string;
+  /** The channel every node holds for a resync of everything (`'broadcast'` routing: {@link allChannel}). */
+  private readonly resyncChannel: string;
   /**
    * The presence channels of every routing, `${prefix}:2:nodes:<routing>` (and, for buckets, one more
    * naming their number): a node subscribes to its routing's, which tells the others its release and its
@@ -206,7 +227,7 @@ export class RedisBus implements SubscriptionBus {
   private subscriber: Connection | undefined;
   /** Settles when the url form has created its connections, or failed to. */
   private readonly setUp: Promise<void>;
-  private subscribed = false;
+  /** Whether the subscriber has been ready before: a later ready is a re-subscription. */
   private everSubscribed = false;
   private connected = false;
   private everConnected = false;
@@ -218,26 +239,13 @@ export class RedisBus implements SubscriptionBus {
   private closing: Promise<void> | undefined;
 
   /**
-   * The keys this node's streams follow, with their channel and followers: one map per kind of key, so
-   * that a key is the stream's own string (a URI is not copied into a longer one per key).
+   * The one source of truth of what this node follows (reference counts, through leases) and of what
+   * Redis has (its replies): every SUBSCRIBE and UNSUBSCRIBE goes through it.
    */
-  private readonly followed = {
-    l: new Map<string, Followed>(),
-    u: new Map<string, Followed>(),
-    t: new Map<string, Followed>(),
-    c: new Map<string, Followed>(),
-  };
-  /** Channels wanted by followed keys, with how many keys want each (one, but for buckets). */
-  private readonly wanted = new Map<string, number>();
-  /** Channels no key wants any more, still subscribed until the next unsubscribe round. */
-  private readonly lingering = new Set<string>();
-  private unsubscribeTimer: NodeJS.Timeout | undefined;
-  /** Channels whose SUBSCRIBE is not answered yet, with the batch that answers it. */
-  private readonly pending = new Map<string, SubscribeBatch>();
-  /** The batch collecting this tick's new channels, sent on the next turn of the event loop. */
-  private batch: SubscribeBatch | undefined;
-  /** Channels subscribed on the connection now (sent, and not unsubscribed since). */
-  private readonly live = new Set<string>();
+  private readonly interest: InterestReconciler;
+  /** The latest change of each key this node could not publish, for when Redis is back. */
+  private readonly backlog = new UnsentBacklog();
+  private backlogTimer: NodeJS.Timeout | undefined;
   /** Nodes of the first release on this Redis, as last counted; -1 before the first count. */
   private legacyNodes = -1;
   private legacyTimer: NodeJS.Timeout | undefined;
@@ -257,6 +265,7 @@ export class RedisBus implements SubscriptionBus {
       resources_list_changed: `${this.base}l:${LIST_SUFFIX.resources_list_changed}`,
     };
     this.allChannel = `${this.base}all`;
+    this.resyncChannel = this.routing.mode === 'broadcast' ? this.allChannel : `${this.base}resync`;
     const routing = this.routing;
     this.presence = {
       interest: `${this.base}nodes:interest`,
@@ -265,6 +274,24 @@ export class RedisBus implements SubscriptionBus {
     };
     this.bucketsPresence = routing.mode === 'buckets' ? `${this.base}nodes:buckets-${routing.buckets}` : undefined;
     this.wire = new Wire(this.nodeId);
+    this.interest = new InterestReconciler(
+      {
+        isReady: () => this.closing === undefined && this.subscriber?.isReady() === true,
+        subscribe: (channels) => this.subscriber!.subscribe(channels),
+        unsubscribe: (channels) => this.subscriber!.unsubscribe(channels),
+      },
+      {
+        gap: (keys) => this.resync(keys),
+        failed: (error) => this.evaluate(error, true),
+        settled: () => this.evaluate(),
+      },
+      {
+        channelOf: (type, key) => this.channelOf(type, key),
+        lingerMs: UNSUBSCRIBE_DELAY_MS,
+        followTimeoutMs: FOLLOW_TIMEOUT_MS,
+        batchSize: CHANNELS_PER_COMMAND,
+      },
+    );
     const connections = this.options.connections;
     if (connections.form === 'clients') {
       this.attach(
@@ -299,6 +326,7 @@ export class RedisBus implements SubscriptionBus {
     const member: BusListener = {
       event: (event, context) => listener.event(event, context),
       cancel: (principal, id) => listener.cancel(principal, id),
+      resync: (keys) => listener.resync?.(keys),
     };
     if (this.closing === undefined) this.members.add(member);
     const joined: BusMember = {
@@ -317,12 +345,7 @@ export class RedisBus implements SubscriptionBus {
           });
           return;
         }
-        let message = this.wire.event(body, context);
-        // The context is what gives way at the size bound: an event that fits alone still travels.
-        if (context !== undefined && tooLarge(message)) message = this.wire.event(body, undefined);
-        this.send(this.eventChannel(event), message);
-        // The first release's wire has no context: the copy carries the event alone.
-        if (this.legacyNodes > 0) this.send(this.channel, this.wire.legacyEvent(body));
+        this.sendEvent(event, body, context);
       },
       cancel: (principal, id) => {
         if (!this.members.has(member)) return;
@@ -337,8 +360,9 @@ export class RedisBus implements SubscriptionBus {
     if (this.routing.mode === 'broadcast') return joined;
     return {
       ...joined,
-      follow: (interest) => (this.members.has(member) ? this.follow(interest) : undefined),
-      unfollow: (interest) => this.unfollow(interest),
+      // A lease: released once, by the stream that took it, so that no other hub's release can take it.
+      follow: (interest) =>
+        this.members.has(member) && this.closing === undefined ? this.interest.follow(interest) : undefined,
     };
   }
 
@@ -348,7 +372,9 @@ export class RedisBus implements SubscriptionBus {
       connected: this.connected,
       routing: this.routing.mode,
       ...this.counters,
-      subscriptions: this.live.size,
+      subscriptions: this.interest.subscribed,
+      unsubscribed: this.interest.missing,
+      unsent: this.backlog.overflow ? -1 : this.backlog.size,
       legacyNodes: Math.max(0, this.legacyNodes),
     };
   }
@@ -367,15 +393,13 @@ export class RedisBus implements SubscriptionBus {
   private async shutdown(): Promise<void> {
     this.members.clear();
     this.connected = false;
-    clearTimeout(this.unsubscribeTimer);
     clearInterval(this.legacyTimer);
-    this.batch?.settle();
-    for (const batch of this.pending.values()) batch.settle();
+    clearTimeout(this.backlogTimer);
+    this.backlog.clear();
+    const channels = this.interest.close();
     // The url form may still be loading its library: wait for it (bounded), then close what it made.
     await within(this.setUp, CLOSE_STEP_MS);
     const { publisher, subscriber } = this;
-    const channels = [...this.live];
-    this.live.clear();
     await Promise.all(
       [publisher, subscriber].map(async (connection, index) => {
         if (connection === undefined) return;
@@ -440,127 +464,22 @@ export class RedisBus implements SubscriptionBus {
     return `${this.base}b:${bucket}`;
   }
 
-  /** Calls `visit` with each key of `interest`, the map it is followed in, and a way to compute its channel. */
-  private keysOf(
-    interest: BusInterest,
-    visit: (followed: Map<string, Followed>, key: string, channel: () => string) => void,
-  ): void {
-    const { l, u, t, c } = this.followed;
-    for (const kind of interest.lists) visit(l, kind, () => this.listChannels[kind]);
-    for (const uri of interest.uris) visit(u, uri, () => this.keyChannel('u', uri));
-    for (const taskId of interest.taskIds) visit(t, taskId, () => this.keyChannel('t', taskId));
-    const principal = interest.principal;
-    if (principal !== undefined) visit(c, principal, () => this.keyChannel('c', principal));
+  /** The channel of a key, for the reconciler. */
+  private channelOf(type: InterestKeyType, key: string): string {
+    return type === 'l' ? this.listChannels[key as ListChangedKind] : this.keyChannel(type, key);
   }
 
-  /**
-   * A stream is about to open: the keys new to this node get their channels subscribed, in one
-   * SUBSCRIBE per turn of the event loop. Resolves when every channel the stream needs is subscribed
-   * (at once when none is new, or the bus is not connected: then nothing could arrive anyway, and the
-   * channels are subscribed with the rest once it is back), within FOLLOW_TIMEOUT_MS.
-   */
-  private follow(interest: BusInterest): Promise<void> | undefined {
-    if (this.closing !== undefined) return undefined;
-    let waits: Set<Promise<void>> | undefined;
-    this.keysOf(interest, (followed, key, channelOf) => {
-      const known = followed.get(key);
-      if (known !== undefined) {
-        known.count++;
-        const batch = this.pending.get(known.channel);
-        if (batch !== undefined) (waits ??= new Set()).add(batch.done);
-        return;
+  /** Keys whose channel had a gap (now subscribed again): this node's streams that follow them are told. */
+  private resync(keys: GapKeys | 'all'): void {
+    this.counters.resyncs++;
+    for (const member of this.members) {
+      try {
+        member.resync?.(keys);
+      } catch (error) {
+        this.logger.error('a bus member failed to take a resync', { error });
       }
-      const channel = channelOf();
-      followed.set(key, { channel, count: 1 });
-      const keys = this.wanted.get(channel) ?? 0;
-      this.wanted.set(channel, keys + 1);
-      if (keys > 0 || this.lingering.delete(channel)) {
-        // Subscribed already (or on its way): wait only for a SUBSCRIBE still unanswered.
-        const batch = this.pending.get(channel);
-        if (batch !== undefined) (waits ??= new Set()).add(batch.done);
-        return;
-      }
-      if (!this.subscribed) return; // subscribed with the rest when the connection is back
-      const batch = this.nextBatch();
-      batch.channels.push(channel);
-      this.pending.set(channel, batch);
-      (waits ??= new Set()).add(batch.done);
-    });
-    if (waits === undefined) return undefined;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, FOLLOW_TIMEOUT_MS);
-      timer.unref();
-    });
-    return Promise.race([Promise.all(waits), timeout]).then(() => clearTimeout(timer));
-  }
-
-  /** A stream that followed `interest` is gone: the keys no stream follows any more are let go, later. */
-  private unfollow(interest: BusInterest): void {
-    this.keysOf(interest, (followed, key) => {
-      const known = followed.get(key);
-      if (known === undefined) return;
-      if (--known.count > 0) return;
-      followed.delete(key);
-      const keys = (this.wanted.get(known.channel) ?? 1) - 1;
-      if (keys > 0) {
-        this.wanted.set(known.channel, keys);
-        return;
-      }
-      this.wanted.delete(known.channel);
-      this.lingering.add(known.channel);
-    });
-    if (this.lingering.size > 0 && this.unsubscribeTimer === undefined && this.closing === undefined) {
-      this.unsubscribeTimer = setTimeout(this.unsubscribeLingering, UNSUBSCRIBE_DELAY_MS);
-      this.unsubscribeTimer.unref();
     }
   }
-
-  /** The batch of this turn of the event loop, created (and its sending scheduled) on first use. */
-  private nextBatch(): SubscribeBatch {
-    if (this.batch !== undefined) return this.batch;
-    let settle!: () => void;
-    const done = new Promise<void>((resolve) => {
-      settle = resolve;
-    });
-    const batch: SubscribeBatch = { channels: [], done, settle };
-    this.batch = batch;
-    setImmediate(() => this.sendBatch(batch));
-    return batch;
-  }
-
-  private sendBatch(batch: SubscribeBatch): void {
-    if (this.batch === batch) this.batch = undefined;
-    const subscriber = this.subscriber;
-    // Channels let go again before the batch went out stay out of it.
-    const channels = batch.channels.filter((channel) => this.wanted.has(channel));
-    const finish = (): void => {
-      for (const channel of batch.channels) if (this.pending.get(channel) === batch) this.pending.delete(channel);
-      batch.settle();
-    };
-    if (subscriber === undefined || this.closing !== undefined || channels.length === 0) {
-      finish();
-      return;
-    }
-    for (const channel of channels) this.live.add(channel);
-    Promise.all(this.chunks(channels).map((chunk) => subscriber.subscribe(chunk))).then(finish, (error: unknown) => {
-      // The channels stay wanted: the next 'ready' subscribes them with the rest.
-      finish();
-      this.evaluate(error, true);
-    });
-  }
-
-  private readonly unsubscribeLingering = (): void => {
-    this.unsubscribeTimer = undefined;
-    const subscriber = this.subscriber;
-    const channels = [...this.lingering].filter((channel) => !this.wanted.has(channel));
-    this.lingering.clear();
-    if (subscriber === undefined || this.closing !== undefined) return;
-    for (const channel of channels) this.live.delete(channel);
-    // While disconnected nothing is sent: the channels are simply not subscribed again on 'ready'.
-    if (!subscriber.isReady()) return;
-    for (const chunk of this.chunks(channels)) subscriber.unsubscribe(chunk).catch(() => {});
-  };
 
   private chunks(channels: readonly string[]): string[][] {
     const chunks: string[][] = [];
@@ -583,50 +502,38 @@ export class RedisBus implements SubscriptionBus {
     this.publisher = publisher;
     this.subscriber = subscriber;
     subscriber.onMessage(this.onMessage);
+    for (const channel of this.fixedChannels()) this.interest.hold(channel);
+    // On a cluster the resync channel is on a shard of its own, which can fail alone: a resync of
+    // everything asked meanwhile may be lost, so this node runs one. On one server every channel shares
+    // the connection's fate, and the keys' own gaps already say what to resync.
+    if (subscriber.sharded) this.interest.hold(this.resyncChannel, () => this.resync('all'));
+    else if (this.resyncChannel !== this.allChannel) this.interest.hold(this.resyncChannel);
+    if (this.routing.mode === 'broadcast') this.interest.hold(this.allChannel, () => this.resync('all'));
     publisher.watch({
       ready: () => this.evaluate(),
       down: (error) => this.evaluate(error),
     });
     // One client may do both (a cluster client): it is watched twice, once for each role.
     subscriber.watch({
-      ready: () => this.subscribe(),
+      ready: () => this.subscriberReady(),
       down: (error) => {
-        this.subscribed = false;
+        // Whatever Redis held for this connection is unknown now: the reconciler finds out.
+        this.interest.lost();
         this.evaluate(error);
       },
     });
-    if (subscriber.isReady()) this.subscribe();
+    if (subscriber.isReady()) this.subscriberReady();
     this.evaluate();
   }
 
-  /**
-   * Subscribes to every channel this node needs: at start and on every 'ready' of the subscriber (after
-   * a reconnect, a failover or a slot move), so nothing depends on the client's own re-subscription.
-   */
-  private subscribe(): void {
-    const subscriber = this.subscriber;
-    if (subscriber === undefined || this.closing !== undefined) return;
-    // Channels let go while the connection was down are not subscribed again.
-    for (const channel of this.lingering) this.live.delete(channel);
-    this.lingering.clear();
-    const channels = [...this.fixedChannels(), ...this.wanted.keys()];
-    this.live.clear();
-    for (const channel of channels) this.live.add(channel);
-    Promise.all(this.chunks(channels).map((chunk) => subscriber.subscribe(chunk))).then(
-      () => {
-        this.subscribed = subscriber.isReady();
-        if (this.subscribed) {
-          if (this.everSubscribed) this.counters.resubscribes++;
-          this.everSubscribed = true;
-        }
-        this.startLegacyChecks();
-        this.evaluate();
-      },
-      (error: unknown) => {
-        this.subscribed = false;
-        this.evaluate(error, true);
-      },
-    );
+  /** The subscriber is ready (first, or after a reconnect, a failover or a slot move): subscribe what is wanted. */
+  private subscriberReady(): void {
+    if (this.closing !== undefined) return;
+    if (this.everSubscribed) this.counters.resubscribes++;
+    this.everSubscribed = true;
+    this.interest.ready();
+    this.startLegacyChecks();
+    this.evaluate();
   }
 
   /**
@@ -640,7 +547,7 @@ export class RedisBus implements SubscriptionBus {
     const up =
       this.publisher?.isReady() === true &&
       this.subscriber?.isReady() === true &&
-      this.subscribed &&
+      this.interest.restored &&
       (this.legacyNodes >= 0 || this.subscriber.sharded);
     if (up && !this.connected) {
       this.connected = true;
@@ -648,6 +555,7 @@ export class RedisBus implements SubscriptionBus {
       this.everConnected = true;
       this.outageReported = false;
       this.announce(true);
+      this.flushBacklog();
     } else if (!up && (this.connected || error !== undefined || failed)) {
       this.connected = false;
       this.reportOutage(error);
@@ -736,16 +644,70 @@ export class RedisBus implements SubscriptionBus {
   }
 
   /**
+   * Publishes an event (from its body) on its channel, with what fits of its context, and its legacy
+   * copy while first-release nodes share the Redis. What cannot go out now is remembered, by key, and
+   * published once Redis is back.
+   */
+  private sendEvent(event: SubscriptionEvent, body: string, context: EventContext | undefined): void {
+    let message = this.wire.event(body, context);
+    // The context is what gives way at the size bound: an event that fits alone still travels.
+    if (context !== undefined && tooLarge(message)) message = this.wire.event(body, undefined);
+    this.send(this.eventChannel(event), message, event);
+    // The first release's wire has no context: the copy carries the event alone.
+    if (this.legacyNodes > 0) this.send(this.channel, this.wire.legacyEvent(body));
+  }
+
+  /** Keeps what could not be published for later, and makes sure a later comes while connected. */
+  private remember(unsent: SubscriptionEvent | 'resync'): void {
+    if (unsent === 'resync') this.backlog.markAll();
+    else this.backlog.remember(unsent);
+    if (this.connected && this.backlogTimer === undefined && this.closing === undefined) {
+      this.backlogTimer = setTimeout(() => {
+        this.backlogTimer = undefined;
+        if (this.connected) this.flushBacklog();
+      }, BACKLOG_RETRY_MS);
+      this.backlogTimer.unref();
+    }
+  }
+
+  /**
+   * Publishes what could not go out before: the latest change of each key (without its context: the
+   * span it was published in is long over), or, when more keys changed than the backlog holds, a
+   * request that every node resync everything. Listen's notifications are hints, so a late one loses
+   * nothing, and a key's latest change stands for every change of it.
+   */
+  private flushBacklog(): void {
+    if (!this.backlog.pending || this.closing !== undefined) return;
+    const { events, all } = this.backlog.take();
+    for (const event of events) {
+      let body: string;
+      try {
+        body = this.wire.body(event);
+      } catch {
+        continue; // counted when first refused
+      }
+      this.counters.republished++;
+      this.sendEvent(event, body, undefined);
+    }
+    if (all) {
+      this.counters.republished++;
+      this.send(this.resyncChannel, this.wire.resync(), 'resync');
+    }
+  }
+
+  /**
    * Sends one message to the other nodes: one PUBLISH, whatever the number of streams or nodes. Nothing
    * is sent while the bus is not connected: a caller's client would queue it offline and send it after
    * the outage, late (and possibly after a newer event); and the first connection seen down stops both
-   * (they share one server). The bytes awaiting Redis's reply are bounded.
+   * (they share one server). The bytes awaiting Redis's reply are bounded. `unsent` is what to remember
+   * when the message does not go out (an event, or a resync of everything); a cancellation is not kept.
    */
-  private send(channel: string, payload: string): void {
+  private send(channel: string, payload: string, unsent?: SubscriptionEvent | 'resync'): void {
     const publisher = this.publisher;
     if (this.closing !== undefined) return;
     if (publisher === undefined || !this.connected || !publisher.isReady()) {
       this.counters.dropped++;
+      if (unsent !== undefined) this.remember(unsent);
       return;
     }
     if (tooLarge(payload)) {
@@ -759,6 +721,7 @@ export class RedisBus implements SubscriptionBus {
     const bytes = payload.length;
     if (this.inFlightBytes + bytes > MAX_IN_FLIGHT_BYTES) {
       this.counters.dropped++;
+      if (unsent !== undefined) this.remember(unsent);
       this.reportOutage(new Error(`Redis has not answered ${MAX_IN_FLIGHT_BYTES} bytes of PUBLISHes`));
       return;
     }
@@ -767,13 +730,12 @@ export class RedisBus implements SubscriptionBus {
       () => {
         this.inFlightBytes -= bytes;
         this.counters.published++;
-        // A failure that was not an outage (a refused PUBLISH, a saturated link) is over once one
-        // goes through; an outage ends only when the connections are back.
-        if (this.connected) this.outageReported = false;
       },
       (error: unknown) => {
         this.inFlightBytes -= bytes;
         this.counters.dropped++;
+        if (unsent !== undefined) this.remember(unsent);
+        // Once per outage however many publishes fail: the next report comes after a recovery.
         this.reportOutage(error);
       },
     );
@@ -798,6 +760,10 @@ export class RedisBus implements SubscriptionBus {
       case 'cancel':
         this.counters.received++;
         for (const member of this.members) this.handCancel(member, message.principal, message.id);
+        return;
+      case 'resync':
+        this.counters.received++;
+        this.resync('all');
         return;
     }
   };

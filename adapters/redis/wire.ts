@@ -7,7 +7,12 @@
  * {"v":2,"node":"<id>","type":"event","event":{"kind":"tools_list_changed"},"at":1764650000123,
  *  "trace":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01","tracestate":"rojo=1"}}
  * {"v":2,"node":"<id>","type":"cancel","principal":"alice","id":"listen:1"}
+ * {"v":2,"node":"<id>","type":"resync"}
  * ```
+ *
+ * `resync` (version 2 only, on the resync channel every node holds) says that the sending node could
+ * not publish some changes and no longer knows which: every node tells each of its streams that every
+ * key it follows may have changed.
  *
  * A version 2 event message may carry, after the event, the publisher's {@link EventContext}: `at`, when
  * it was published (milliseconds since the epoch, by the publisher's clock: a finite number, not
@@ -73,11 +78,13 @@ export type DropReason =
 export type Decoded =
   | { readonly type: 'event'; readonly event: SubscriptionEvent; readonly context: EventContext | undefined }
   | { readonly type: 'cancel'; readonly principal: string; readonly id: RequestId }
+  | { readonly type: 'resync' }
   | { readonly type: 'own' }
   | { readonly type: 'drop'; readonly reason: DropReason };
 
 const EVENT_KEYS = ['v', 'node', 'type', 'event'];
 const CANCEL_KEYS = ['v', 'node', 'type', 'principal', 'id'];
+const RESYNC_KEYS = ['v', 'node', 'type'];
 
 /**
  * A W3C `traceparent` of version `00`: lowercase hex, and neither the trace id nor the parent (span) id all
@@ -244,6 +251,11 @@ export class Wire {
     return `${this.cancelHead}${JSON.stringify(principal)},"id":${JSON.stringify(id)}}`;
   }
 
+  /** A resync message: every node resyncs every key its streams follow. */
+  resync(): string {
+    return `${this.ownPrefix}"type":"resync"}`;
+  }
+
   /** The first release's message of a cancellation, for the legacy channel. */
   legacyCancel(principal: string, id: RequestId): string {
     return `${this.legacyCancelHead}${JSON.stringify(principal)},"id":${JSON.stringify(id)}}`;
@@ -298,6 +310,10 @@ export class Wire {
         if (typeof id !== 'string' && !(typeof id === 'number' && Number.isFinite(id))) return drop('cancel');
         return { type: 'cancel', principal, id };
       }
+      case 'resync':
+        if (legacy) return drop('type');
+        if (!hasExactly(message, RESYNC_KEYS)) return drop('keys');
+        return { type: 'resync' };
       default:
         return drop('type');
     }

@@ -10,6 +10,7 @@ import {
   type BusInterest,
   type BusMember,
   type EventContext,
+  type InterestLease,
   type RequestId,
   type SubscriptionBus,
   type SubscriptionEvent,
@@ -77,8 +78,22 @@ async function recorder(bus: SubscriptionBus): Promise<Recorder> {
     },
     cancel: (principal, id) => cancels.push([principal, id]),
   });
-  for (const interest of FOLLOWS_ALL) await member.follow?.(interest);
+  for (const interest of FOLLOWS_ALL) await followed(member, interest);
   return { member, seen, contexts, cancels };
+}
+
+/**
+ * Follows `interest` on `member` as a hub does, and waits until the bus says it is in place: a lease's
+ * `ready`, or the promise of a bus of the older form. Resolves with the lease (or nothing).
+ */
+export async function followed(member: BusMember, interest: BusInterest): Promise<InterestLease | undefined> {
+  const taken = member.follow?.(interest);
+  if (taken instanceof Promise) {
+    await taken;
+    return undefined;
+  }
+  await taken?.ready;
+  return taken ?? undefined;
 }
 
 /** The URI of the marker event: "nothing else arrives" is proven by the marker, sent last, arriving first. */

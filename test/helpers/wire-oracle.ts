@@ -77,7 +77,8 @@ export type Verdict =
   | { readonly kind: 'drop'; readonly why: DropWhy }
   /** `context` is undefined when the message had neither `at` nor `trace`. */
   | { readonly kind: 'event'; readonly event: WireEvent; readonly context: WireContext | undefined }
-  | { readonly kind: 'cancel'; readonly principal: string; readonly id: string | number };
+  | { readonly kind: 'cancel'; readonly principal: string; readonly id: string | number }
+  | { readonly kind: 'resync' };
 
 type Json = Record<string, unknown>;
 
@@ -147,7 +148,8 @@ export const LEGACY_COPY_PREFIX = '{"v":1,"node":"~2~';
  * 3. Not JSON text, or nested deeper than anyone can write (see {@link DEPTH_UNWRITABLE}): dropped.
  * 4. The envelope: an object with the channel's format version exactly (1 or 2), a node id that is a non-empty
  *    string of at most 200 characters and not the receiver's own (a message claiming the receiver's
- *    id in another form is a forgery), a `type` of `event` or `cancel` with exactly that type's keys,
+ *    id in another form is a forgery), a `type` of `event` or `cancel` (or, in format 2 only, `resync`)
+ *    with exactly that type's keys,
  *    and no `"__proto__"` key in it. Else dropped.
  * 5. An event, by the rules of `hub.publish()`: a known kind; a list change names no `uri`; an update
  *    names an absolute URI; a task event carries `task` (an object with a non-empty string `taskId`
@@ -157,6 +159,7 @@ export const LEGACY_COPY_PREFIX = '{"v":1,"node":"~2~';
  *    In format 2 only, the event message may also have `at` and `trace`, and must then keep their rules
  *    (see {@link contextOf}); else the whole message is dropped.
  * 6. A cancellation: a non-empty string principal, an id that is a string or a finite number. Else dropped.
+ * 7. A resync (format 2): exactly `v`, `node` and `type`; every node resyncs everything its streams follow.
  */
 export function judge(bytes: Uint8Array, receiver: string, channel: WireChannel = 'legacy'): Verdict {
   const text = receivedText(bytes);
@@ -202,6 +205,9 @@ function byRules(message: unknown, receiver: string, version: number): Verdict {
       if (!(typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id)))) return drop('cancel');
       return { kind: 'cancel', principal, id };
     }
+    case 'resync':
+      if (version !== 2 || !sameKeys(message, ['v', 'node', 'type'])) return drop(version === 2 ? 'keys' : 'type');
+      return { kind: 'resync' };
     default:
       return drop('type');
   }

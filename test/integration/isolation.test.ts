@@ -21,6 +21,7 @@ import type { RequestHandler } from 'express';
 import { SubscriptionHub, type TaskState } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
 import { RedisBus } from 'mcp-subscriptions/redis';
+import { followed } from '../helpers/bus-contract.ts';
 import { EVERY_CAPABILITY } from '../helpers/capabilities.ts';
 import { authFromUserHeader, expressFlavours, listenOn, type RunningServer } from '../helpers/express-apps.ts';
 import { recordingLogger, waitFor } from '../helpers/fake-response.ts';
@@ -215,7 +216,7 @@ async function startNode(flavour: (typeof expressFlavours)[number], bus?: RedisB
     },
     cancel: () => {},
   });
-  await barrier?.follow?.({ lists: [], uris: [BARRIER_URI], taskIds: [] });
+  if (barrier !== undefined) await followed(barrier, { lists: [], uris: [BARRIER_URI], taskIds: [] });
   return {
     hub,
     logger,

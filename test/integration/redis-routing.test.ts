@@ -124,8 +124,8 @@ describeUnless(redisMissing)('interest routing on Redis (127.0.0.1:6379)', () =>
       await connected(node);
       const hub = hubOn(node);
       const redis = admin();
-      // Only the presence channel before any stream: nothing of any key.
-      expect(await channelsOf(redis, prefix)).toStrictEqual([`${prefix}:2:nodes:interest`]);
+      // Only the presence and resync channels before any stream: nothing of any key.
+      expect(await channelsOf(redis, prefix)).toStrictEqual([`${prefix}:2:nodes:interest`, `${prefix}:2:resync`]);
       const first = new FakeResponse();
       const second = new FakeResponse();
       const uris = ['note://alice/a', 'note://alice/b'];
@@ -136,8 +136,8 @@ describeUnless(redisMissing)('interest routing on Redis (127.0.0.1:6379)', () =>
       });
       await openFollowing(hub, second, { principal: 'alice', id: 2, filter: { resourceSubscriptions: [uris[0]!] } });
       const held = await channelsOf(redis, prefix);
-      // tools, two URIs, alice's cancellations, presence: no URI or principal in any channel name.
-      expect(held).toHaveLength(5);
+      // tools, two URIs, alice's cancellations, presence, resync: no URI or principal in any channel name.
+      expect(held).toHaveLength(6);
       expect(held).toContain(`${prefix}:2:l:tools`);
       expect(held.filter((channel) => channel.startsWith(`${prefix}:2:u:`))).toHaveLength(2);
       expect(held.filter((channel) => channel.startsWith(`${prefix}:2:c:`))).toHaveLength(1);
@@ -148,11 +148,11 @@ describeUnless(redisMissing)('interest routing on Redis (127.0.0.1:6379)', () =>
 
       // The first stream leaves: its own URI and the tools list go (after the linger); the shared URI stays.
       streamA.cancel('client');
-      await until(async () => (await channelsOf(redis, prefix)).length === 3, 'two channels let go');
+      await until(async () => (await channelsOf(redis, prefix)).length === 4, 'two channels let go');
       const left = await channelsOf(redis, prefix);
       expect(left).not.toContain(`${prefix}:2:l:tools`);
       expect(left.filter((channel) => channel.startsWith(`${prefix}:2:u:`))).toHaveLength(1);
-      expect(node.stats().subscriptions).toBe(4);
+      expect(node.stats().subscriptions).toBe(5);
     },
   );
 
@@ -311,7 +311,8 @@ describeUnless(serverMissing)("subscription churn (a redis-server of the test's 
     expect((await calls('subscribe')) - subscribes).toBeLessThanOrEqual(2);
     expect((await calls('unsubscribe')) - unsubscribes).toBe(0);
     await until(async () => (await calls('unsubscribe')) - unsubscribes === 1, 'the channels let go', 5000);
-    expect(node.stats().subscriptions).toBe(2);
+    // The legacy, presence and resync channels, which every node holds.
+    expect(node.stats().subscriptions).toBe(3);
   });
 });
 

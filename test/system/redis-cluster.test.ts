@@ -21,6 +21,7 @@ import { SubscriptionHub, type EventContext, type SubscriptionEvent } from 'mcp-
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
 import { RedisBus } from 'mcp-subscriptions/redis';
 import { ClusterConnection } from '../../adapters/redis/cluster-connection.ts';
+import { followed } from '../helpers/bus-contract.ts';
 import { authFromUserHeader, listenOn } from '../helpers/express-apps.ts';
 import { recordingLogger, waitFor } from '../helpers/fake-response.ts';
 import { ownRedisSkipReason } from '../helpers/redis.ts';
@@ -391,9 +392,11 @@ describeUnless(serverMissing)('RedisBus on a Redis Cluster (3 masters, 3 replica
       const masters = await running().masters();
       const uris = await Promise.all(masters.map((port, i) => uriOn(port, prefix, `context-${i}`)));
       const seen: [SubscriptionEvent, EventContext | undefined][] = [];
-      await b
-        .join({ event: (event, context) => seen.push([event, context]), cancel: noop })
-        .follow?.({ lists: [], uris, taskIds: [] });
+      await followed(b.join({ event: (event, context) => seen.push([event, context]), cancel: noop }), {
+        lists: [],
+        uris,
+        taskIds: [],
+      });
       const fromA = a.join({ event: noop, cancel: noop });
       const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
       const sent: [SubscriptionEvent, EventContext | undefined][] = uris.flatMap((uri, i) => [
