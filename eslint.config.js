@@ -23,6 +23,7 @@ export default tseslint.config(
     ignores: [
       'node_modules/',
       'dist/',
+      '.dist-*/',
       'bench/results/',
       '.conformance/',
       'eslint.config.js',

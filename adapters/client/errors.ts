@@ -3,7 +3,7 @@
  * told apart by `code` (docs/error-codes.md), never by `instanceof`: two copies of the package agree.
  */
 import { McpSubscriptionsError, type ErrorCode, type RequestId } from '../../lib/internal.ts';
-import type { NotificationItem, EndReason } from './types.ts';
+import type { EndReason, NotificationItem } from './notifications.ts';
 
 /** The codes a {@link ListenError} may carry, one per reason. */
 export type ListenErrorCode =

@@ -4,6 +4,10 @@
  */
 import type { NotificationFilter, RequestId } from '../../lib/internal.ts';
 import type { ListenError } from './errors.ts';
+import type { EndReason, NotificationItem } from './notifications.ts';
+
+// What a subscription hears and why it ends, documented in notifications.ts (a leaf, which the errors import too).
+export type { EndReason, JsonRpcNotification, NotificationItem, NotificationParams } from './notifications.ts';
 
 /**
  * What a full client buffer does with one more notification (see `ListenOptions.overflow`):
@@ -170,43 +174,6 @@ export interface WaitForOptions {
    * @default 3000
    */
   readonly timeoutMs?: number | false;
-}
-
-/** Why a subscription ended. */
-export type EndReason =
-  /** The server ended the stream with its terminal result (and no re-listen followed). */
-  | 'complete'
-  /** `close()`, the iterator's `return()` (a `break` out of `for await`), or the caller's `signal`. */
-  | 'closed'
-  /** The stream broke without the terminal result (and re-listening, if on, gave up). */
-  | 'lost'
-  /** The buffer was full under `overflow: 'close'`. */
-  | 'overflow'
-  /** A re-listen was refused for good (a 4xx other than 408 and 429): see `subscription.error`. */
-  | 'refused';
-
-/** A JSON-RPC notification as it came on the stream. */
-export interface JsonRpcNotification {
-  readonly jsonrpc: '2.0';
-  readonly method: string;
-  readonly params?: NotificationParams;
-}
-
-/** A notification's `params`: `_meta` (with the subscription id) and the method's own fields (`uri`, …). */
-export interface NotificationParams {
-  readonly _meta?: Readonly<Record<string, unknown>>;
-  readonly [field: string]: unknown;
-}
-
-/** A change notification. */
-export interface NotificationItem {
-  readonly type: 'notification';
-  /** `notifications/resources/updated`, `notifications/tools/list_changed`, … */
-  readonly method: string;
-  /** The notification's params (`{}` when it had none): `params.uri` for a resource update. */
-  readonly params: NotificationParams;
-  /** The JSON-RPC message, as received. */
-  readonly message: JsonRpcNotification;
 }
 
 /** Notifications the buffer let go, in place of them: `count` in a row (see `maxBuffer`, `overflow`). */

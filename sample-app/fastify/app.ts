@@ -23,6 +23,7 @@ import { isServiceError } from '../shared/errors.ts';
 import { acceptsSubscription, type NotesService } from '../shared/notes-service.ts';
 import { offer } from '../shared/offer.ts';
 import type { TasksService } from '../shared/tasks-service.ts';
+import { MAX_PARAM_LENGTH } from '../shared/validation.ts';
 import { createSampleServices } from '../shared/services.ts';
 
 /** The server's identity: in `server/discover` results and in the terminal result of listen streams. */
@@ -198,8 +199,9 @@ export function createApp(config: Partial<SampleConfig> = {}): FastifySample {
   const app = Fastify({
     logger: { level: 'warn', stream: process.stderr },
     frameworkErrors: routingErrors,
-    // `/api/tasks/` is `/api/tasks`, as in Express's default (non-strict) routing.
-    routerOptions: { ignoreTrailingSlash: true },
+    // `/api/tasks/` is `/api/tasks`, as in Express's default (non-strict) routing; a note name of 128
+    // characters is routed, and a longer one refused by the notes service with 400, not by the router.
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
   });
   app.decorateRequest('auth', undefined);
   app.addHook('onRequest', bearerAuth);

@@ -7,6 +7,7 @@ import type { DynamicModule, INestApplication, NestApplicationOptions } from '@n
 import { NestFactory } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+import { MAX_PARAM_LENGTH } from '../shared/validation.ts';
 import { MCP_PATH, type NestPlatform } from './config.ts';
 import { useFastifyJsonBodies } from './fastify-json-body.ts';
 
@@ -23,7 +24,10 @@ export async function createNestApp(
 ): Promise<INestApplication> {
   if (platform === 'fastify') {
     const { FastifyAdapter } = await import('@nestjs/platform-fastify');
-    const app = await NestFactory.create<NestFastifyApplication>(module, new FastifyAdapter(), {
+    // A note name of 128 characters is routed, and a longer one refused by the notes service with 400
+    // rather than by Fastify's router with 414 (its default `maxParamLength` is 100).
+    const adapter = new FastifyAdapter({ routerOptions: { maxParamLength: MAX_PARAM_LENGTH } });
+    const app = await NestFactory.create<NestFastifyApplication>(module, adapter, {
       ...options,
       bodyParser: false,
     });

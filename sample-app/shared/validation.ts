@@ -2,6 +2,7 @@
  * Validation of REST request bodies and path segments. Every failure is a 400 {@link ServiceError}
  * naming the field, and never echoes more of the value than its type.
  */
+import { maxHeaderSize } from 'node:http';
 import { invalid } from './errors.ts';
 
 /** A body that is a JSON object; anything else is refused naming `body`. */
@@ -64,6 +65,17 @@ export const OWNER_PATTERN = /^[a-z0-9][a-z0-9_-]{0,63}$/;
  * and no leading dot, so `.` and `..` can never be names and a name needs no encoding in a URI.
  */
 export const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+/**
+ * The Fastify hosts' `routerOptions.maxParamLength`: Fastify's default, 100, answers 414 to a longer path
+ * parameter (measured decoded, each on its own) before any hook or route runs. The longest valid one is
+ * a note's name, 128, but the contract answers 400 naming the field to every invalid one, as the Express
+ * and Hono hosts do, so the router must refuse no parameter that Node lets through. Node answers 431 to
+ * a request head longer than `http.maxHeaderSize` (16 KiB unless `--max-http-header-size` says otherwise)
+ * before routing: no parameter can be longer. The default guards regular-expression parameters against
+ * ReDoS; no route here has one.
+ */
+export const MAX_PARAM_LENGTH = maxHeaderSize;
 
 /** A path segment that must match `pattern`; `what` describes the expected form. */
 export function segment(field: string, value: unknown, pattern: RegExp, what: string): string {

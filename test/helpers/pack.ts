@@ -21,9 +21,10 @@ export interface Packed {
 }
 
 /**
- * The build behind `npm pack` starts by emptying dist/, so two packs at once (jest workers on a machine
- * with more cores) would delete each other's output: packs take turns through a lock directory (its
- * creation is atomic), and a lock older than a pack could ever take is one a killed run left behind.
+ * Packs take turns through a lock directory (its creation is atomic), so that jest workers on a machine
+ * with more cores do not build the package twice at once; a lock older than a pack could ever take is
+ * one a killed run left behind. Correctness no longer rests on it: the build swaps a whole dist/ in
+ * (tools/build/build.ts), and `prepack` fails when an entry point is missing.
  */
 const LOCK = path.join(REPO_ROOT, 'node_modules', '.cache', 'mcp-subscriptions-pack.lock');
 

@@ -701,6 +701,26 @@ for (const kind of SAMPLES) {
           expect(await watcher.next()).toStrictEqual([`${UPDATED} ${uri}`, `${UPDATED} ${uri}`, `${UPDATED} ${uri}`]);
         });
 
+        it('a name of 128 characters, the longest allowed, is created, updated, read and heard of; 129 and more are 400', async () => {
+          const sentinel = await Sentinel.create(app);
+          const name = `${uid('long')}-`.padEnd(128, 'n');
+          const uri = `note://alice/${name}`;
+          const path = `/api/notes/alice/${name}`;
+          const follower = await watch(app, sentinel, alice, uid('long'), { resourceSubscriptions: [uri] });
+          expect(follower.subscription.honored.resourceSubscriptions).toContain(uri);
+          expect((await app.api(alice, 'PUT', path, { text: 'one' })).status).toBe(201);
+          expect((await app.api(alice, 'PUT', path, { text: 'two' })).status).toBe(200);
+          for (const length of [129, 1000]) {
+            // The notes service refuses it, naming the field, on every host: no router answers first (414).
+            const refused = await app.api(alice, 'PUT', `/api/notes/alice/${name.padEnd(length, 'n')}`, { text: 'x' });
+            expect({ [length]: refused.status }).toStrictEqual({ [length]: 400 });
+            expect(refused.text).toMatch(/name/); // names the field
+          }
+          await sentinel.fire();
+          expect(await follower.next()).toStrictEqual([`${UPDATED} ${uri}`, `${UPDATED} ${uri}`]);
+          expect(readText(await app.mcp(alice, 'resources/read', { uri }))).toMatch(/two/);
+        });
+
         it('the catalog routes reach exactly the streams listening for that list', async () => {
           const sentinel = await Sentinel.create(app);
           const watchers = {

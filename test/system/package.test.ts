@@ -17,6 +17,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { entryPoints } from '../../tools/build/entry-points.ts';
 import { installPacked, packPackage, PACK_TIMEOUT_MS, type Packed } from '../helpers/pack.ts';
 import { REPO_ROOT } from '../helpers/sample-app.ts';
 
@@ -76,8 +77,6 @@ function exportTargets(value: unknown, conditions: string[] = []): { conditions:
   );
 }
 
-const relative = (target: string) => target.replace(/^\.\//, '');
-
 describe('the published manifest', () => {
   it('names no condition that leads to sources except our own, which no other tooling sets', () => {
     const leaves = Object.entries(manifest.exports).flatMap(([subpath, value]) =>
@@ -124,14 +123,14 @@ describe('the published manifest', () => {
     });
   });
 
-  it('names only files that are in the tarball', () => {
-    const named = [
-      manifest.main!,
-      manifest.types!,
-      ...Object.values(manifest.typesVersions!['*']!).flat(),
-      ...Object.values(manifest.exports).flatMap((value) => exportTargets(value).map(({ target }) => target)),
-    ].map(relative);
-    expect(named.filter((file) => !files.includes(file))).toStrictEqual([]);
+  it('names only files that are in the tarball: every exports condition, main, types and typesVersions', () => {
+    // The repository's package.json too: a pack that skipped or lost the build still ships it unchanged.
+    const repository = JSON.parse(readFileSync(path.join(REPO_ROOT, 'package.json'), 'utf8')) as Manifest;
+    for (const named of [manifest, repository]) {
+      const entries = entryPoints(named);
+      expect(entries.length).toBeGreaterThan(Object.keys(ENTRIES).length * 4); // each entry's four builds, at least
+      expect(entries.filter(({ file }) => !files.includes(file))).toStrictEqual([]);
+    }
   });
 
   it('says where the project lives, so the registry page links to it (and resolves the README’s relative links)', () => {

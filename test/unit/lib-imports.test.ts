@@ -1,8 +1,9 @@
 /**
- * The shape of lib/: its modules form no import circle, type-only imports included, and lib/types.ts
- * (the public type sheet) is a leaf that imports no file of ours. A circle lets a module reach back up
- * the data flow (the style's "no module reaches back up this chain"), and one through types.ts makes
- * every module that takes a shape from it part of the circle.
+ * The shape of lib/ and adapters/: their modules form no import circle, type-only imports included,
+ * and lib/types.ts (the public type sheet) is a leaf that imports no file of ours. A circle lets a
+ * module reach back up the data flow (the style's "no module reaches back up this chain"), and one
+ * through a type sheet makes every module that takes a shape from it part of the circle. ESLint has no
+ * cycle rule here (eslint-plugin-import is not a dependency): this test is the guard.
  */
 import { describe, expect, test } from '@jest/globals';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -10,7 +11,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 
-const LIB = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'lib');
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+/** The folders whose import graph is checked: the engine and every adapter (each may import lib/). */
+const FOLDERS = ['lib', 'adapters'];
 
 /**
  * Every relative module specifier `text` names: `import`, `import type`, `export … from`, `export *
@@ -36,14 +39,22 @@ function relativeImports(fileName: string, text: string): string[] {
   return found;
 }
 
-/** lib/'s import graph: each file (by base name) to the files of ours it imports. */
-function libGraph(): Map<string, string[]> {
+/** Every `.ts` file under `folder` (repository-relative, `/`-separated), sorted. */
+function sourcesUnder(folder: string): string[] {
+  return readdirSync(path.join(ROOT, folder), { recursive: true, encoding: 'utf8' })
+    .filter((file) => file.endsWith('.ts'))
+    .map((file) => path.posix.join(folder, file.split(path.sep).join('/')))
+    .sort();
+}
+
+/** The import graph of `FOLDERS`: each file (repository-relative) to the files of ours it imports. */
+function sourceGraph(): Map<string, string[]> {
   const graph = new Map<string, string[]>();
-  for (const name of readdirSync(LIB).filter((file) => file.endsWith('.ts'))) {
-    const text = readFileSync(path.join(LIB, name), 'utf8');
+  for (const file of FOLDERS.flatMap(sourcesUnder)) {
+    const text = readFileSync(path.join(ROOT, file), 'utf8');
     graph.set(
-      name,
-      relativeImports(name, text).map((specifier) => path.relative(LIB, path.resolve(LIB, specifier))),
+      file,
+      relativeImports(file, text).map((specifier) => path.posix.join(path.posix.dirname(file), specifier)),
     );
   }
   return graph;
@@ -127,16 +138,19 @@ describe('the import reader', () => {
   });
 });
 
-describe('lib/ imports', () => {
-  const graph = libGraph();
+describe('lib/ and adapters/ imports', () => {
+  const graph = sourceGraph();
 
-  test('every relative import names a file of lib/ (the graph is complete)', () => {
+  test('every relative import names a file of lib/ or adapters/ (the graph is complete)', () => {
     for (const [file, imports] of graph) {
       for (const target of imports)
         expect({ file, target, known: graph.has(target) }).toStrictEqual({ file, target, known: true });
     }
-    // The reader sees the engine's edges: the hub imports the stream it fans out to.
-    expect(graph.get('subscription-hub.ts')).toContain('listen-stream.ts');
+    // The reader sees the engine's edges and the adapters': the hub imports the stream it fans out to,
+    // the client its errors, and every adapter reaches lib/ through its doors.
+    expect(graph.get('lib/subscription-hub.ts')).toContain('lib/listen-stream.ts');
+    expect(graph.get('adapters/client/subscription.ts')).toContain('adapters/client/errors.ts');
+    expect(graph.get('adapters/express/index.ts')).toContain('lib/internal.ts');
   });
 
   test('form no import circle, type-only imports included', () => {
@@ -145,6 +159,6 @@ describe('lib/ imports', () => {
   });
 
   test('lib/types.ts, the public type sheet, imports no file of ours', () => {
-    expect(graph.get('types.ts')).toStrictEqual([]);
+    expect(graph.get('lib/types.ts')).toStrictEqual([]);
   });
 });
