@@ -4,7 +4,7 @@
  * stream only once the channels it needs are subscribed. Real Redis, real HTTP, real SSE parsing.
  */
 import { afterAll, describe, expect, test } from '@jest/globals';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import net from 'node:net';
 import { Redis } from 'ioredis';
 import express from 'express';
@@ -12,6 +12,7 @@ import { SubscriptionHub } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
 import { RedisBus, type RedisBusOptions } from 'mcp-subscriptions/redis';
 import { authFromUserHeader, listenOn, type RunningServer } from '../helpers/express-apps.ts';
+import { hubEngine } from '../../lib/internal.ts';
 import { FakeResponse, openFollowing, recordingLogger, waitFor } from '../helpers/fake-response.ts';
 import { OwnRedis, REDIS_URL, redisServerInstalled, sharedRedisMissing } from '../helpers/redis.ts';
 import { describeUnless, failUnderCi } from '../helpers/skip.ts';
@@ -33,6 +34,9 @@ afterAll(async () => {
 });
 
 let prefixes = 0;
+/** A key's digest in its channel's name, as docs/redis.md gives it. */
+const digestOf = (key: string): string => createHash('sha256').update(key).digest('base64url').slice(0, 22);
+
 const uniquePrefix = (): string => `mcp-subscriptions-routing:${process.pid}:${++prefixes}:${randomUUID().slice(0, 8)}`;
 
 type Library = 'ioredis' | 'redis';
@@ -284,6 +288,118 @@ describeUnless(serverMissing)("interest routing when Redis restarts (a redis-ser
       expect(channels.filter((channel) => channel.startsWith(`${prefix}:2:u:`))).toHaveLength(2);
     },
   );
+});
+
+describeUnless(serverMissing)("interest under faults (a redis-server of the test's own)", () => {
+  /** A node on the caller's own ioredis clients, which resubscribe their own channel set on reconnect. */
+  function callersNode(url: string, prefix: string): RedisBus {
+    const [publisher, subscriber] = [new Redis(url), new Redis(url)];
+    for (const client of [publisher, subscriber]) client.on('error', () => {});
+    const made = new RedisBus({ publisher, subscriber, channelPrefix: prefix, logger: recordingLogger() });
+    cleanups.push(async () => {
+      await made.close();
+      publisher.disconnect();
+      subscriber.disconnect();
+    });
+    return made;
+  }
+
+  test('channels let go while Redis is down are not subscribed once it is back, whatever the client resubscribes', async () => {
+    const server = await OwnRedis.start();
+    cleanups.push(() => server.stop());
+    const prefix = uniquePrefix();
+    const node = callersNode(server.url, prefix);
+    await connected(node);
+    const hub = hubOn(node);
+    const keep = await openFollowing(hub, new FakeResponse(), {
+      id: 'keep',
+      filter: { resourceSubscriptions: ['note://keep'] },
+    });
+    const gone = [];
+    for (let i = 0; i < 20; i++) {
+      gone.push(
+        await openFollowing(hub, new FakeResponse(), {
+          principal: `p${i}`,
+          id: i,
+          filter: { resourceSubscriptions: [`note://gone/${i}`] },
+        }),
+      );
+    }
+    await server.stop();
+    await waitFor(() => !node.stats().connected, 'the node down', 10_000);
+    for (const stream of gone) stream.cancel('client');
+    await server.start();
+    await connected(node);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const channels = await channelsOf(admin(server.url), prefix);
+    // The URI and cancellation channels of the stream still open, and the fixed ones: nothing of the 20.
+    expect(channels.filter((channel) => channel.startsWith(`${prefix}:2:u:`))).toHaveLength(1);
+    expect(channels.filter((channel) => channel.startsWith(`${prefix}:2:c:`))).toHaveLength(1);
+    expect(node.stats().subscriptions).toBe(channels.length + 1); // + the legacy channel
+    keep.cancel('client');
+  });
+
+  test('listens acknowledged while the bus re-subscribes after a restart are all subscribed', async () => {
+    const server = await OwnRedis.start();
+    cleanups.push(() => server.stop());
+    const prefix = uniquePrefix();
+    const [node, other] = [callersNode(server.url, prefix), callersNode(server.url, prefix)];
+    await connected(node, other);
+    const hub = hubOn(node);
+    for (let i = 0; i < 50; i++) {
+      await openFollowing(hub, new FakeResponse(), {
+        principal: `b${i}`,
+        id: i,
+        filter: { resourceSubscriptions: [`note://before/${i}`] },
+      });
+    }
+    await server.stop();
+    await waitFor(() => !node.stats().connected, 'the node down', 10_000);
+    await server.start();
+    // Listens of new keys, one per turn of the event loop, while the node reconnects and re-subscribes.
+    const uris: string[] = [];
+    const opening: Promise<unknown>[] = [];
+    for (let i = 0; !node.stats().connected || i < 50; i++) {
+      const uri = `note://during/${i}`;
+      uris.push(uri);
+      opening.push(
+        openFollowing(hub, new FakeResponse(), { principal: `d${i}`, id: i, filter: { resourceSubscriptions: [uri] } }),
+      );
+      await new Promise((resolve) => setImmediate(resolve));
+      if (i > 900) throw new Error('the node did not reconnect within 900 turns of the event loop');
+    }
+    await Promise.all(opening);
+    await connected(node, other);
+    await until(() => Promise.resolve(node.stats().unsubscribed === 0), 'every wanted channel confirmed');
+    const redis = admin(server.url);
+    const channels = new Set(await channelsOf(redis, prefix));
+    const held = uris.filter((uri) => channels.has(`${prefix}:2:u:${digestOf(`u:${uri}`)}`));
+    expect(held).toHaveLength(uris.length);
+  });
+});
+
+describeUnless(redisMissing)('interest held by leases (127.0.0.1:6379)', () => {
+  test("two hubs on one bus: a listen of a hub closed meanwhile releases nothing of the other hub's streams", async () => {
+    const prefix = uniquePrefix();
+    const [node, other] = [bus('ioredis', prefix), bus('redis', prefix)];
+    await connected(node, other);
+    const [closing, staying, publisher] = [hubOn(node), hubOn(node), hubOn(other)];
+    const filter = { resourceSubscriptions: ['note://shared/a'] };
+    const res = new FakeResponse();
+    await openFollowing(staying, res, { principal: 'bob', filter });
+    // A listen of the other hub, reserved before its hub closes and following after (the race).
+    const reservation = hubEngine(closing).reserve('alice', 'late');
+    await closing.close();
+    await reservation.follow(filter);
+    reservation.release();
+    await new Promise((resolve) => setTimeout(resolve, 1500)); // past the linger of a channel let go
+    publisher.resourceUpdated('note://shared/a');
+    await waitFor(
+      () => res.messages().some((m: any) => m.params?.uri === 'note://shared/a'),
+      "the update at the staying hub's stream",
+    );
+    expect(node.stats().unsubscribed).toBe(0);
+  });
 });
 
 describeUnless(serverMissing)("subscription churn (a redis-server of the test's own, to count its commands)", () => {
