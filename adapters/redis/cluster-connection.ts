@@ -12,14 +12,15 @@
  * the subscriber connections here makes both libraries behave alike, and lets the bus know exactly
  * when its subscriptions are back.
  *
- * Recovery: a subscriber connection that closes (its master died), or that Redis unsubscribes from a
- * channel (its slot moved to another master), marks the connection down and starts a repair: read
- * the slot map again (CLUSTER SLOTS, through the cluster client), connect to the masters that own the
- * channels now, SSUBSCRIBE every channel there, and retry with a backoff (50 ms doubling to 1 s) until
- * it all succeeds; then report ready, on which the bus subscribes its channels again and counts a
- * re-subscription. A moved slot is repaired the same way without reporting an outage (the connection
- * and its other channels stand). And every 5 s the subscriber compares the slot map with where its
- * channels are: a master replaced while its connections stayed open (a partition) is found there.
+ * Recovery, shard by shard: a subscriber connection that closes (its master died), or that Redis
+ * unsubscribes from a channel (its slot moved to another master), reports the channels it held as lost
+ * (and only those: the other shards' subscriptions stand) and starts a repair: read the slot map again
+ * (CLUSTER SLOTS), close the connections to nodes that no longer serve a slot, and report ready, on
+ * which the bus's reconciler subscribes the lost channels again where the slot map puts them (retrying
+ * with its backoff while a failover is under way). This connection keeps where each channel is
+ * subscribed, learned from Redis's replies, only to route them: what is wanted is the reconciler's. And
+ * every 5 s the subscriber compares the slot map with where its channels are: a master replaced while
+ * its connections stayed open (a partition) is found there.
  */
 import { attempt, endIoRedis, endNodeRedis, type Connection, type ConnectionEvents } from './connection.ts';
 import type { RedisClientLibrary } from './options.ts';
@@ -515,8 +516,10 @@ export class ClusterConnection implements Connection {
       this.repair(undefined);
       return Promise.reject(new Error('the Redis Cluster subscriptions are being restored', { cause: this.lastError }));
     }
+    // A master that cannot be reached (a failover under way, a stale slot map): this SSUBSCRIBE fails,
+    // the slot map is read again, and the reconciler tries again; the other shards stand.
     return this.place(channels).catch((error: unknown) => {
-      this.repair(error);
+      this.repair(error, true);
       throw error;
     });
   }
@@ -613,16 +616,21 @@ export class ClusterConnection implements Connection {
     };
     const handlers: ShardHandlers = {
       message: (channel, message) => this.handler?.(channel, message),
+      // This shard's channels only: the others' subscriptions stand.
       lost: (error) => {
+        const lost = this.channelsOn(address);
         forget();
         close();
-        this.repair(error);
+        this.lose(lost, error);
+        this.repair(error, true);
       },
       // The connection is fine and keeps its other channels, but which ones moved is not always said
-      // (ioredis): this master's channels are subscribed again where the slot map puts them, here for
-      // most, without reporting an outage (a resharding moves slots one by one).
+      // (ioredis): this master's channels are subscribed again where the slot map puts them (here for
+      // most: SSUBSCRIBE is idempotent), without reporting an outage (a resharding moves slots one by one).
       moved: () => {
-        for (const [channel, on] of this.channels) if (on === address) this.channels.set(channel, undefined);
+        const lost = this.channelsOn(address);
+        for (const channel of lost) this.channels.set(channel, undefined);
+        this.lose(lost, undefined);
         this.repair(undefined, true);
       },
     };
@@ -650,6 +658,18 @@ export class ClusterConnection implements Connection {
       close();
     });
     return shard;
+  }
+
+  /** The channels subscribed on the master at `address`. */
+  private channelsOn(address: string): string[] {
+    const on: string[] = [];
+    for (const [channel, at] of this.channels) if (at === address) on.push(channel);
+    return on;
+  }
+
+  /** Tells the bus that `channels` lost their subscription (the connection as a whole stands). */
+  private lose(channels: readonly string[], error: unknown): void {
+    if (channels.length > 0 && !this.closed) this.events?.lost?.(channels, error);
   }
 
   /**
@@ -743,7 +763,13 @@ export class ClusterConnection implements Connection {
           // Seen twice in a row: not a node's view lagging behind the cluster's for a moment.
           if (found === this.suspect) {
             this.suspect = undefined;
-            this.repair(new Error(`the slot of a channel subscribed on ${on} is served by ${owner} now`));
+            // Every channel subscribed on that node may be on a replaced master: subscribed again
+            // where the slot map says, the rest of the cluster untouched.
+            const lost = this.channelsOn(on);
+            for (const moved of lost) this.channels.set(moved, undefined);
+            const error = new Error(`the slot of a channel subscribed on ${on} is served by ${owner} now`);
+            this.lose(lost, error);
+            this.repair(error, true);
             return;
           }
           break;
@@ -789,9 +815,11 @@ export class ClusterConnection implements Connection {
           if (masters.has(address)) continue;
           this.shards.delete(address);
           shard.client.close();
-          for (const [channel, on] of this.channels) if (on === address) this.channels.set(channel, undefined);
+          const lost = this.channelsOn(address);
+          for (const channel of lost) this.channels.set(channel, undefined);
+          this.lose(lost, undefined);
         }
-        await this.place([...this.channels.keys()]);
+        // The channels themselves are subscribed again by the bus's reconciler, on ready().
         if (!this.lostAgain) break;
       } catch (error) {
         // Reported as an outage by the bus, once however many attempts fail.

@@ -13,6 +13,11 @@ import type { IoRedisClient, NodeRedisClient, RedisClientLibrary } from './optio
 export interface ConnectionEvents {
   ready(): void;
   down(error?: unknown): void;
+  /**
+   * Some channels lost their subscription while the connection as a whole stands (a cluster shard
+   * failed, or their slot moved): they are subscribed again on the next ready().
+   */
+  lost?(channels: readonly string[], error?: unknown): void;
 }
 
 /** A connection, whichever library. No method throws: failures come back as rejections or events. */

@@ -234,6 +234,8 @@ export class RedisBus implements SubscriptionBus {
   /** Whether the current outage has been reported: once per outage, however many errors it brings. */
   private outageReported = false;
   private inFlightBytes = 0;
+  /** Late changes (see {@link flushBacklog}) awaiting Redis's reply. */
+  private late = 0;
   /** Problems reported once per bus (a malformed message, an oversized event): their kinds. */
   private readonly reportedOnce = new Set<string>();
   private closing: Promise<void> | undefined;
@@ -521,6 +523,11 @@ export class RedisBus implements SubscriptionBus {
         this.interest.lost();
         this.evaluate(error);
       },
+      // A cluster shard failed or a slot moved: those channels only; the bus stays connected.
+      lost: (channels, error) => {
+        this.interest.lost(channels);
+        if (error !== undefined) this.reportOutage(error);
+      },
     });
     if (subscriber.isReady()) this.subscriberReady();
     this.evaluate();
@@ -544,11 +551,12 @@ export class RedisBus implements SubscriptionBus {
    */
   private evaluate(error?: unknown, failed = false): void {
     if (this.closing !== undefined) return;
+    // On one server every subscription shares the connection's fate: connected means all of them are
+    // back. On a cluster a shard fails alone: the bus stays connected, and `unsubscribed` says what waits.
     const up =
       this.publisher?.isReady() === true &&
       this.subscriber?.isReady() === true &&
-      this.interest.restored &&
-      (this.legacyNodes >= 0 || this.subscriber.sharded);
+      (this.subscriber.sharded || (this.interest.restored && this.legacyNodes >= 0));
     if (up && !this.connected) {
       this.connected = true;
       if (this.everConnected) this.counters.reconnects++;
@@ -558,6 +566,12 @@ export class RedisBus implements SubscriptionBus {
       this.flushBacklog();
     } else if (!up && (this.connected || error !== undefined || failed)) {
       this.connected = false;
+      this.reportOutage(error);
+    } else if (up && this.outageReported && this.interest.restored && !this.backlog.pending && this.late === 0) {
+      // An outage that never cost the connection (a cluster shard, refused publishes) is over once
+      // every subscription is back and every late change has gone out: the next one is logged again.
+      this.outageReported = false;
+    } else if (up && (error !== undefined || failed)) {
       this.reportOutage(error);
     }
   }
@@ -626,11 +640,16 @@ export class RedisBus implements SubscriptionBus {
   // -------------------------------------------------------------------------------------------------
   // Messages
 
+  /**
+   * Logs an outage once, however many errors, failed publishes and failed subscriptions it brings: the
+   * whole connection, or (on a cluster) a shard, while the bus stays connected to the rest. Only a lost
+   * connection is announced as `connected: false`.
+   */
   private reportOutage(error: unknown): void {
     if (this.outageReported || this.closing !== undefined) return;
     this.outageReported = true;
     this.logger.error(OUTAGE_MESSAGE, { channel: this.channel, nodeId: this.nodeId, error });
-    this.announce(false);
+    if (!this.connected) this.announce(false);
   }
 
   private announce(connected: boolean): void {
@@ -648,11 +667,11 @@ export class RedisBus implements SubscriptionBus {
    * copy while first-release nodes share the Redis. What cannot go out now is remembered, by key, and
    * published once Redis is back.
    */
-  private sendEvent(event: SubscriptionEvent, body: string, context: EventContext | undefined): void {
+  private sendEvent(event: SubscriptionEvent, body: string, context: EventContext | undefined, late = false): void {
     let message = this.wire.event(body, context);
     // The context is what gives way at the size bound: an event that fits alone still travels.
     if (context !== undefined && tooLarge(message)) message = this.wire.event(body, undefined);
-    this.send(this.eventChannel(event), message, event);
+    this.send(this.eventChannel(event), message, event, late);
     // The first release's wire has no context: the copy carries the event alone.
     if (this.legacyNodes > 0) this.send(this.channel, this.wire.legacyEvent(body));
   }
@@ -687,11 +706,11 @@ export class RedisBus implements SubscriptionBus {
         continue; // counted when first refused
       }
       this.counters.republished++;
-      this.sendEvent(event, body, undefined);
+      this.sendEvent(event, body, undefined, true);
     }
     if (all) {
       this.counters.republished++;
-      this.send(this.resyncChannel, this.wire.resync(), 'resync');
+      this.send(this.resyncChannel, this.wire.resync(), 'resync', true);
     }
   }
 
@@ -702,7 +721,7 @@ export class RedisBus implements SubscriptionBus {
    * (they share one server). The bytes awaiting Redis's reply are bounded. `unsent` is what to remember
    * when the message does not go out (an event, or a resync of everything); a cancellation is not kept.
    */
-  private send(channel: string, payload: string, unsent?: SubscriptionEvent | 'resync'): void {
+  private send(channel: string, payload: string, unsent?: SubscriptionEvent | 'resync', late = false): void {
     const publisher = this.publisher;
     if (this.closing !== undefined) return;
     if (publisher === undefined || !this.connected || !publisher.isReady()) {
@@ -726,13 +745,17 @@ export class RedisBus implements SubscriptionBus {
       return;
     }
     this.inFlightBytes += bytes;
+    if (late) this.late++;
     publisher.publish(channel, payload).then(
       () => {
         this.inFlightBytes -= bytes;
         this.counters.published++;
+        if (late) this.late--;
+        if (this.outageReported) this.evaluate();
       },
       (error: unknown) => {
         this.inFlightBytes -= bytes;
+        if (late) this.late--;
         this.counters.dropped++;
         if (unsent !== undefined) this.remember(unsent);
         // Once per outage however many publishes fail: the next report comes after a recovery.
