@@ -15,8 +15,14 @@
  *
  * When no other route serves POST on that URL, requests derive the constraint instead, and the module's
  * route serves on its own (anything not listen is answered 404, as Express would).
+ *
+ * A route for that URL registered on the Fastify instance before the hook was installed (before Nest's
+ * routes) is out of reach: it would serve listen unchecked. It is reported once Nest has registered its
+ * routes, before the app says it started, and, where a route of Nest's would duplicate it, in place of
+ * Fastify's own `FST_ERR_DUPLICATED_ROUTE`, which would not say why or what to do.
  */
 import type { IncomingMessage } from 'node:http';
+import { METHOD_METADATA, PATH_METADATA } from '@nestjs/common/constants.js';
 import { closeUnreadAfterAnswer } from '../../lib/internal.ts';
 import { MCP_SUBSCRIPTIONS_ROUTE } from './mcp-subscriptions.constants.ts';
 
@@ -60,10 +66,35 @@ function isListenRoute(handler: unknown): boolean {
   return typeof handler === 'function' && Reflect.hasMetadata(MCP_SUBSCRIPTIONS_ROUTE, handler);
 }
 
+/** A controller's route: Nest copies the method's metadata onto the handler it registers. */
+function isControllerRoute(handler: unknown): boolean {
+  return (
+    typeof handler === 'function' &&
+    Reflect.hasMetadata(PATH_METADATA, handler) &&
+    Reflect.hasMetadata(METHOD_METADATA, handler)
+  );
+}
+
 /** A host route that may hand requests to listen: its URL, and whether it does (decided when Fastify is ready). */
 interface HostRoute {
   readonly url: string;
+  /** Registered by Nest for a controller, rather than on the Fastify instance directly. */
+  readonly controller: boolean;
   inFront: boolean;
+}
+
+/**
+ * A route for the MCP path that Fastify would refuse as a duplicate (`FST_ERR_DUPLICATED_ROUTE`), where one
+ * of the two was registered on the Fastify instance outside Nest's routes: reported as the module's error.
+ */
+export interface FastifyConflict {
+  /** The URL both routes serve `POST` on. */
+  readonly url: string;
+  /**
+   * The route already there was registered before the module could see it (before Nest's routes); otherwise
+   * both were seen, and one of them is not a controller's.
+   */
+  readonly unseen: boolean;
 }
 
 /** What {@link FastifyListenRoute.placement} reports once Fastify is ready. */
@@ -90,17 +121,21 @@ export class FastifyListenRoute {
   private url: string | undefined;
   private alone = false;
   private readonly hosts: HostRoute[] = [];
+  private readonly instance: FastifyInstanceLike;
 
   /**
    * @param path - the module's `path`, as given (`'/mcp'` or `'mcp'`): host routes whose URL ends with
    *   it are candidates until the listen route's own URL (with Nest's global prefix) is known.
    * @param onPlaced - told the placement when Fastify is ready, or the error that fails start-up.
+   * @param onConflict - the error to throw, from Fastify's `route()`, in place of its duplicate route error.
    */
   constructor(
     instance: FastifyInstanceLike,
     path: string,
     private readonly onPlaced: (placement: FastifyPlacement) => Error | undefined,
+    private readonly onConflict: (conflict: FastifyConflict) => Error,
   ) {
+    this.instance = instance;
     const suffix = `/${path.replace(/^\/+|\/+$/g, '')}`;
     if (!instance.hasConstraintStrategy(CONSTRAINT)) {
       // A value per request, derived before routing: `alone` once the listen route serves on its own.
@@ -128,7 +163,9 @@ export class FastifyListenRoute {
       // Before the listen route is seen its URL is not known (Nest registers the root module's routes
       // first, with the global prefix): every route ending in the path is a candidate until then.
       if (this.url === undefined ? !route.url.endsWith(suffix) : route.url !== this.url) return;
-      const host: HostRoute = { url: route.url, inFront: false };
+      const controller = isControllerRoute(route.handler);
+      this.refuseDuplicate(route, controller);
+      const host: HostRoute = { url: route.url, controller, inFront: false };
       this.hosts.push(host);
       route.handler = this.inFront(route.handler, host);
     });
@@ -152,6 +189,31 @@ export class FastifyListenRoute {
   /** Whether Nest registered the listen route (the failure to report when it did not is the caller's). */
   get found(): boolean {
     return this.listen !== undefined;
+  }
+
+  /**
+   * Once Nest has registered its routes (before it says the app started): the error that fails start-up
+   * when a route for the listen route's URL is there that the module never saw, and that no host route
+   * can stand in front of. Fastify being ready would find the same, but only after Nest's start log.
+   */
+  check(): Error | undefined {
+    const url = this.url;
+    if (url === undefined || this.hosts.some((host) => host.url === url)) return undefined;
+    return this.instance.hasRoute({ method: 'POST', url }) ? this.onConflict({ url, unseen: true }) : undefined;
+  }
+
+  /**
+   * Throws the module's error, from Fastify's `route()` before it would throw its own, where `route` would
+   * duplicate a route for its URL and one of the two was registered on the Fastify instance outside Nest's
+   * routes. Two controllers' routes on one URL are left to Fastify's error: that is Nest's own duplicate.
+   */
+  private refuseDuplicate(route: RouteOptions, controller: boolean): void {
+    const constrained = route.constraints !== undefined && Object.keys(route.constraints).length > 0;
+    if (constrained || !this.instance.hasRoute({ method: 'POST', url: route.url })) return;
+    const seen = this.hosts.filter((host) => host.url === route.url);
+    if (seen.length === 0 || !controller || seen.some((host) => !host.controller)) {
+      throw this.onConflict({ url: route.url, unseen: seen.length === 0 });
+    }
   }
 
   private takeListenRoute(route: RouteOptions): void {

@@ -29,7 +29,12 @@ import {
   type NodeServeOptions,
   type ResourceCheck,
 } from '../../lib/internal.ts';
-import { FastifyListenRoute, type FastifyInstanceLike, type FastifyPlacement } from './fastify-route.ts';
+import {
+  FastifyListenRoute,
+  type FastifyConflict,
+  type FastifyInstanceLike,
+  type FastifyPlacement,
+} from './fastify-route.ts';
 import {
   MCP_SUBSCRIPTIONS_READ_CONTEXT,
   MCP_SUBSCRIPTIONS_RESOLVED_OPTIONS,
@@ -169,6 +174,7 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
         adapter.getInstance<FastifyInstanceLike>(),
         this.route.path,
         (placement) => this.fastifyPlaced(placement),
+        (conflict) => this.fastifyConflict(conflict),
       );
     }
   }
@@ -325,19 +331,29 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
 
   /** Fastify is ready: says where listen is served, or the error that fails start-up. */
   private fastifyPlaced({ url, inFrontOf, unseen }: FastifyPlacement): Error | undefined {
-    if (unseen) {
-      return this.notPlaced(
-        `POST ${url} is served by a route registered on the Fastify instance before Nest's routes, which the module ` +
-          'cannot put listen in front of: it would serve subscriptions/listen without its checks. Serve MCP from a ' +
-          'controller route instead',
-      );
-    }
+    if (unseen) return this.fastifyConflict({ url, unseen });
     const ahead =
       inFrontOf === 0
         ? 'no other route serves that path'
         : `in front of ${inFrontOf === 1 ? 'the route' : `${inFrontOf} routes`} serving everything else there, which hand${inFrontOf === 1 ? 's' : ''} each request to listen first`;
     this.logger.log(`subscriptions/listen is served on POST ${url}: ${ahead}`);
     return undefined;
+  }
+
+  /**
+   * A route for the MCP path registered on the Fastify instance outside Nest's routes (the SDK's handler
+   * mounted there, say): either it came first, and the module can put listen in front of nothing it never
+   * saw, or it duplicates a controller's route, which Fastify refuses with an error that names neither.
+   */
+  private fastifyConflict({ url, unseen }: FastifyConflict): OptionsError {
+    const servedBy = unseen
+      ? "a route registered on the Fastify instance outside Nest's routes, before them, which the module cannot put listen in front of"
+      : "both a controller route and a route registered on the Fastify instance outside Nest's routes, which Fastify refuses (FST_ERR_DUPLICATED_ROUTE)";
+    return this.notPlaced(
+      `POST ${url} is served by ${servedBy}: a route outside Nest's (such as the SDK's handler mounted on the adapter) ` +
+        'would serve subscriptions/listen without its checks. Serve MCP from a controller route only, and remove the ' +
+        `route added to the Fastify instance (docs/nest.md, "On Nest's Fastify platform")`,
+    );
   }
 
   /** The start-up failure for a listen route that cannot be placed, also logged as an error in the app's log. */
@@ -362,6 +378,9 @@ export class McpSubscriptionsService implements OnModuleInit, BeforeApplicationS
     this.prepareRoute();
     if (this.platform === 'fastify') {
       if (this.fastifyRoute?.found !== true) throw this.notFound('in the Fastify router');
+      // Now, not when Fastify is ready: that is only once Nest has said the app started.
+      const conflict = this.fastifyRoute.check();
+      if (conflict !== undefined) throw conflict;
       return;
     }
     const placement = placeListenRoute(adapter.getInstance());

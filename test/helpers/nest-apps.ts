@@ -319,3 +319,20 @@ export function warningsLogger(): LoggerService & { lines: string[] } {
     warn: (message: unknown) => void lines.push(`warn: ${String(message)}`),
   };
 }
+
+/** Nest's own line once `init()` is done ("Nest application successfully started"). */
+export const NEST_STARTED = /Nest application successfully started/;
+
+/** A Nest logger that keeps every line it is given, in order, with its level: to see what came before what. */
+export function recordingLogger(): LoggerService & { lines: string[] } {
+  const lines: string[] = [];
+  const keep = (level: string) => (message: unknown) => void lines.push(`${level}: ${String(message)}`);
+  return {
+    lines,
+    log: keep('log'),
+    error: keep('error'),
+    warn: keep('warn'),
+    debug: keep('debug'),
+    verbose: keep('verbose'),
+  };
+}

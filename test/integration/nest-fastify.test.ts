@@ -12,7 +12,7 @@ import { ErrorCode } from 'mcp-subscriptions';
 import { McpSubscriptionsModule } from 'mcp-subscriptions/nest';
 import { expectToBe } from '../helpers/assert.ts';
 import { sendHugeBody } from '../helpers/huge-body.ts';
-import { bearer, startNestApp, warningsLogger, type NestTestApp } from '../helpers/nest-apps.ts';
+import { bearer, NEST_STARTED, recordingLogger, startNestApp, type NestTestApp } from '../helpers/nest-apps.ts';
 import { cancelBody, listen, listenBody, listenHeaders, post, type SseStream } from '../helpers/sse.ts';
 
 const ACK = 'notifications/subscriptions/acknowledged';
@@ -233,14 +233,60 @@ describe('NestJS module on Fastify: start-up', () => {
     expect((await postJson(url, TOOLS_LIST, {})).json).toStrictEqual({ host: true });
   });
 
-  it('a POST route on the path registered on the Fastify instance before Nest’s routes fails start-up', async () => {
+  // A route of its own on the Fastify instance (the SDK's handler mounted there, say) would serve listen past the
+  // module; Nest's controller on the same path would be refused by Fastify itself. Either way the app must not
+  // start, with our error naming the fix, before Nest says it started.
+  const outside = (nest: { getHttpAdapter(): { getInstance(): any } }): void =>
+    void nest
+      .getHttpAdapter()
+      .getInstance()
+      .post('/mcp', () => ({ unchecked: true }));
+  const OUTSIDE = /outside Nest's routes.*Serve MCP from a controller route/;
+
+  it.each([
+    ['beside a controller on the path', 'echo'],
+    ['with no controller on the path', 'none'],
+  ] as const)(
+    'a POST route on the path registered on the Fastify instance before Nest’s routes, %s: our error, before Nest says it started',
+    async (_case, host) => {
+      const logger = recordingLogger();
+      await expect(start({ host, configure: outside, appOptions: { logger } })).rejects.toMatchObject({
+        code: ErrorCode.RouteNotPlaced,
+        message: expect.stringMatching(OUTSIDE),
+      });
+      expect(logger.lines.filter((line) => /FST_ERR|already declared/.test(line))).toStrictEqual([]);
+      expect(logger.lines.filter((line) => NEST_STARTED.test(line))).toStrictEqual([]);
+      expect(logger.lines.filter((line) => line.startsWith('error:') && OUTSIDE.test(line))).toHaveLength(1);
+    },
+  );
+
+  it('the same route on a Fastify instance handed to the adapter: our error, before Nest says it started', async () => {
     const adapter = new FastifyAdapter();
-    adapter.getInstance().post('/mcp', () => ({ unchecked: true }));
-    const logger = warningsLogger();
+    outside({ getHttpAdapter: () => adapter });
+    const logger = recordingLogger();
     await expect(start({ adapter, host: 'none', appOptions: { logger } })).rejects.toMatchObject({
       code: ErrorCode.RouteNotPlaced,
-      message: expect.stringMatching(/registered on the Fastify instance before Nest's routes/),
+      message: expect.stringMatching(OUTSIDE),
     });
-    expect(logger.lines.some((line) => line.startsWith('error:') && /before Nest's routes/.test(line))).toBe(true);
+    expect(logger.lines.filter((line) => NEST_STARTED.test(line))).toStrictEqual([]);
+  });
+
+  it('a POST route on the path added after app.init() beside a controller on it: the call throws our error, not Fastify’s', async () => {
+    @Controller('mcp')
+    class HostController {
+      @Post()
+      handle(@Res() reply: { send(body: unknown): unknown }): unknown {
+        return reply.send({ host: true });
+      }
+    }
+    const moduleRef = await Test.createTestingModule({
+      imports: [McpSubscriptionsModule.forRoot({ capabilities: { toolsListChanged: true }, keepAliveMs: false })],
+      controllers: [HostController],
+    }).compile();
+    const app = moduleRef.createNestApplication(new FastifyAdapter(), { logger: false });
+    closers.push(() => app.close());
+    await app.init();
+    expect(() => outside(app)).toThrow(expect.objectContaining({ code: ErrorCode.RouteNotPlaced }));
+    expect(() => outside(app)).toThrow(OUTSIDE);
   });
 });

@@ -1,15 +1,16 @@
 /**
- * The example apps (examples/express, examples/nest, examples/fastify) as a user gets them: each installed from its own
+ * The example apps (examples/express, examples/nest, examples/nest-fastify, examples/fastify) as a user gets them: each installed from its own
  * lockfile with `npm ci` (first use, or when the lockfile changed), with the package `npm pack` makes
  * unpacked over it, type-checked with TypeScript 5 and 7 (the repository's `typescript` and
  * `typescript7`) and compiled with 7 (what the examples pin, and what `npm i typescript` installs),
  * started as a user starts it, and exercised over real HTTP: the app's own 401, the read check
  * narrowing a listen's acknowledgement, `server/discover` advertising exactly what listen honours, a
- * REST change reaching the stream, and SIGTERM ending the stream with its terminal result before the
+ * `resources/read` answered for its caller (the SDK behind the listen route sees who asks), a REST change
+ * reaching the stream, and SIGTERM ending the stream with its terminal result before the
  * process exits 0. The Express example's own jest test (the client example of docs/client.md), and the
  * Fastify example's, run with their own jest setup against the packed package.
  *
- * Also: the quick starts (docs/express.md's for Express, docs/nest.md's for Nest, docs/fastify.md's for Fastify) are these apps, file by file (every fenced block marked
+ * Also: the quick starts (docs/express.md's for Express, docs/nest.md's for Nest on either platform, docs/fastify.md's for Fastify) are these apps, file by file (every fenced block marked
  * `<!-- from examples/… -->` is that whole file, and every file, import and package they need is
  * shown), and its `curl` listen request works as written against every running example, each header
  * refused when left out.
@@ -47,7 +48,7 @@ const STRIPS_TYPES = process.allowedNodeEnvironmentFlags.has('--experimental-str
 // A first run installs each example's dependencies with `npm ci`; later runs only unpack and compile.
 const EXAMPLE_TIMEOUT_MS = 600_000;
 
-type Example = 'express' | 'nest' | 'fastify';
+type Example = 'express' | 'nest' | 'nest-fastify' | 'fastify';
 
 interface Manifest {
   dependencies?: Record<string, string>;
@@ -304,6 +305,14 @@ async function exercise(app: RunningExample, { curl = false } = {}): Promise<voi
 
   // A REST change reaches the stream; a change of bob's note reaches bob's streams only.
   expect(await saveNote(app, 'alice-token', 'todo', 'milk')).toStrictEqual({ uri: 'note://alice/todo' });
+  // The rest of MCP knows the caller: alice reads her note, bob gets what a missing note gets.
+  const read = (token: string) => mcpRequest(app.url, token, 'resources/read', { uri: 'note://alice/todo' });
+  const mine = await read('alice-token');
+  expect({ status: mine.status, contents: mine.message.result?.contents }).toStrictEqual({
+    status: 200,
+    contents: [{ uri: 'note://alice/todo', mimeType: 'text/plain', text: 'milk' }],
+  });
+  expect((await read('bob-token')).message.error?.message).toMatch(/not found/i);
   await stream.until(() => updatesOf(stream).length === 1, 'the first resources/updated');
   expect(await saveNote(app, 'bob-token', 'secret', 'for bob')).toStrictEqual({ uri: 'note://bob/secret' });
   await saveNote(app, 'alice-token', 'todo', 'milk, eggs');
@@ -333,7 +342,7 @@ describe('the example apps, installed from their lockfiles with the packed packa
       root.set(name, [...(root.get(name) ?? []), entry.version]);
     }
     const drift: string[] = [];
-    for (const example of ['express', 'nest', 'fastify'] as const) {
+    for (const example of ['express', 'nest', 'nest-fastify', 'fastify'] as const) {
       const manifest = readJson<Manifest>(path.join(exampleDir(example), 'package.json'));
       expect(manifest.dependencies?.[PACKAGE]).toBe('^0.1.0');
       expect(manifest.devDependencies?.['typescript']).toMatch(/^7\./);
@@ -370,6 +379,17 @@ describe('the example apps, installed from their lockfiles with the packed packa
       tsc('nest', 5, '--noEmit');
       tsc('nest', 7);
       await exercise(await start('nest', ['dist/main.js']), { curl: true });
+    },
+    EXAMPLE_TIMEOUT_MS,
+  );
+
+  it(
+    "NestJS 11 on Nest's Fastify platform: type-checks on TypeScript 5, compiles with 7, runs and serves listen behind its guard",
+    async () => {
+      install('nest-fastify');
+      tsc('nest-fastify', 5, '--noEmit');
+      tsc('nest-fastify', 7);
+      await exercise(await start('nest-fastify', ['dist/main.js']), { curl: true });
     },
     EXAMPLE_TIMEOUT_MS,
   );
@@ -518,6 +538,8 @@ const EXPRESS_PAGE = 'docs/express.md';
 /** The Nest quick start, whole files, lives on the Nest page; the README points to it. */
 const NEST = '## Quick start';
 const NEST_PAGE = 'docs/nest.md';
+/** Nest's quick start on its Fastify platform: the files that differ, and the names of those that do not. */
+const NEST_FASTIFY = "## On Nest's Fastify platform";
 /** The Fastify quick start, whole files, lives on the Fastify page; the README shows its app.ts and points to it. */
 const FASTIFY = '## Quick start';
 const FASTIFY_PAGE = 'docs/fastify.md';
@@ -531,7 +553,9 @@ describe('the README and docs show the examples, file by file, complete', () => 
     const shown = PAGES.filter((page) => existsSync(path.join(REPO_ROOT, page))).flatMap((page) =>
       shownIn(page, readFileSync(path.join(REPO_ROOT, page), 'utf8')),
     );
-    expect(new Set(shown.map(({ file }) => file.split('/')[1]))).toStrictEqual(new Set(['express', 'nest', 'fastify']));
+    expect(new Set(shown.map(({ file }) => file.split('/')[1]))).toStrictEqual(
+      new Set(['express', 'nest', 'nest-fastify', 'fastify']),
+    );
     expect(staleBlocks(shown)).toStrictEqual([]);
   });
 
@@ -547,23 +571,36 @@ describe('the README and docs show the examples, file by file, complete', () => 
     const sections = {
       express: readmeSection(EXPRESS, EXPRESS_PAGE),
       nest: readmeSection(NEST, NEST_PAGE),
+      'nest-fastify': readmeSection(NEST_FASTIFY, NEST_PAGE),
       fastify: readmeSection(FASTIFY, FASTIFY_PAGE),
+    };
+    // Where a file an app shares with another is shown: Nest's on Fastify shares with Nest's on Express first.
+    const twins: Record<keyof typeof sections, readonly (keyof typeof sections)[]> = {
+      express: [],
+      nest: ['express'],
+      'nest-fastify': ['nest', 'express'],
+      fastify: ['express'],
     };
     const shownBy = (example: keyof typeof sections): Shown[] =>
       shownIn(sections[example].page, sections[example].text, sections[example].firstLine);
-    for (const example of ['express', 'nest', 'fastify'] as const) {
+    for (const example of ['express', 'nest', 'nest-fastify', 'fastify'] as const) {
       const { text } = sections[example];
       const shown = shownBy(example);
-      // A file the Nest or Fastify app shares with the Express one is shown once, in the Express quick
-      // start; the other quick start names it, and it is the same file, byte for byte.
+      // A file an app shares with another (the Nest or Fastify app with the Express one, Nest's on Fastify
+      // with Nest's on Express) is shown once, where the other app is; this quick start names it, and it is
+      // the same file, byte for byte.
       const missing = appFiles(example).filter((file) => !shown.some((block) => block.file === file));
       const shared = missing.filter((file) => {
-        const twin = file.replace(`examples/${example}/`, 'examples/express/');
+        const name = file.replace(`examples/${example}/`, '');
         return (
-          example !== 'express' &&
-          text.includes(`\`${file.replace(`examples/${example}/`, '')}\``) &&
-          shownBy('express').some((block) => block.file === twin) &&
-          readFileSync(path.join(REPO_ROOT, file), 'utf8') === readFileSync(path.join(REPO_ROOT, twin), 'utf8')
+          text.includes(`\`${name}\``) &&
+          twins[example].some((other) => {
+            const twin = `examples/${other}/${name}`;
+            return (
+              shownBy(other).some((block) => block.file === twin) &&
+              readFileSync(path.join(REPO_ROOT, file), 'utf8') === readFileSync(path.join(REPO_ROOT, twin), 'utf8')
+            );
+          })
         );
       });
       expect({ example, missing: missing.filter((file) => !shared.includes(file)) }).toStrictEqual({

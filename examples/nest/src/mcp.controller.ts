@@ -1,4 +1,4 @@
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { All, Controller, Inject, Req, Res, type BeforeApplicationShutdown } from '@nestjs/common';
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import { createMcpHandler, type McpHttpHandler } from '@modelcontextprotocol/server';
@@ -21,7 +21,7 @@ export class McpController implements BeforeApplicationShutdown {
   }
 
   @All()
-  serve(@Req() req: AuthedRequest, @Res() res: ServerResponse): Promise<void> {
+  serve(@Req() req: IncomingMessage & AuthedRequest, @Res() res: ServerResponse): Promise<void> {
     return this.mcpNode(req, res, req.body);
   }
 
