@@ -479,9 +479,15 @@ export function publishContext(): EventContext {
 }
 
 /**
- * Runs `deliver` inside a span linked to the publishing span of `context`, when the event carries
- * one and a tracer is there; else just runs it. The span is named for the event's kind (a closed set)
- * and says how many streams the delivery reached.
+ * Runs `deliver` inside a span that continues the publishing span of `context`, when the event carries
+ * one and a tracer is there; else just runs it. The span is named for the event's kind (a closed set),
+ * is a child of the publishing span and linked to it, and says how many streams the delivery reached.
+ *
+ * Its parent is never a new root: the app's sampler decides with the publisher's sampled flag (the
+ * SDK's default follows it), so a publish that its trace did not sample is recorded by no node, as
+ * OpenTelemetry does for any remote parent. Inside the publishing span (this node's publish, and a bus
+ * that hands the event to the hubs of this process before the publish returns) the parent is the
+ * active context; elsewhere, the carried context as a remote parent.
  */
 export function tracedDelivery<T extends { readonly matched: number }>(
   event: SubscriptionEvent,
@@ -505,21 +511,28 @@ export function tracedDelivery<T extends { readonly matched: number }>(
   let span: Span;
   try {
     const [, traceId, spanId, flags] = traceparent.split('-') as [string, string, string, string];
-    const linked: SpanContext = {
+    const active = loaded.context.active();
+    const current = loaded.trace.getSpanContext(active);
+    const inside = current?.traceId === traceId && current.spanId === spanId;
+    const publishing: SpanContext = {
       traceId,
       spanId,
       traceFlags: Number.parseInt(flags, 16),
-      isRemote: remote,
+      isRemote: !inside,
       ...(typeof tracestate === 'string' && tracestate !== '' && tracestate.length <= MAX_TRACESTATE_LENGTH
         ? { traceState: loaded.createTraceState(tracestate) }
         : {}),
     };
-    const link: Link = { context: linked };
-    span = tracer.startSpan(`deliver ${event.kind}`, {
-      kind: loaded.SpanKind.CONSUMER,
-      links: [link],
-      attributes: { 'mcp.subscriptions.event.kind': event.kind, 'mcp.subscriptions.remote': remote },
-    });
+    const link: Link = { context: publishing };
+    span = tracer.startSpan(
+      `deliver ${event.kind}`,
+      {
+        kind: loaded.SpanKind.CONSUMER,
+        links: [link],
+        attributes: { 'mcp.subscriptions.event.kind': event.kind, 'mcp.subscriptions.remote': remote },
+      },
+      inside ? active : loaded.trace.setSpanContext(active, publishing),
+    );
   } catch {
     return deliver();
   }

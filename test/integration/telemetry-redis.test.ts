@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect } from '@jest/globals';
-import { trace } from '@opentelemetry/api';
+import { context, trace, TraceFlags } from '@opentelemetry/api';
 import { SubscriptionHub } from 'mcp-subscriptions';
 import { RedisBus } from 'mcp-subscriptions/redis';
 import { telemetryLoaded } from '../../lib/telemetry.ts';
@@ -89,5 +89,43 @@ testUnless(redisMissing)(
       [[writeSpan.spanContext().traceId, writeSpan.spanContext().spanId]],
     ]);
     expect(remote[0]?.attributes['mcp.subscriptions.streams.matched']).toBe(1);
+    // In the publisher's trace, a child of the publishing span: never a root that forces its own sampling.
+    expect(
+      remote.map((span) => [
+        span.spanContext().traceId,
+        span.parentSpanContext?.spanId,
+        span.parentSpanContext?.isRemote,
+      ]),
+    ).toStrictEqual([[writeSpan.spanContext().traceId, writeSpan.spanContext().spanId, true]]);
+  },
+);
+
+testUnless(redisMissing)(
+  "a publish whose trace is not sampled (flags 00) is recorded by no node's delivery",
+  async () => {
+    const res = new FakeResponse();
+    await openFollowing(hubB, res, { id: 'unsampled', filter: { resourceSubscriptions: [URI] } });
+    telemetry.spans.reset();
+    const receivedBefore = busB.stats().received;
+    // An upstream service that decided not to sample: its request arrives with `-00` flags, and the
+    // app's own span under it is not sampled either (the SDK's default sampler follows the parent).
+    const upstream = trace.setSpanContext(context.active(), {
+      traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+      spanId: '00f067aa0ba902b7',
+      traceFlags: TraceFlags.NONE,
+      isRemote: true,
+    });
+    const writeSpan = trace.getTracer('notes-app').startActiveSpan('PUT /notes', {}, upstream, (span) => {
+      hubA.resourceUpdated(URI);
+      span.end();
+      return span;
+    });
+    expect(writeSpan.spanContext().traceFlags).toBe(TraceFlags.NONE);
+    await waitFor(
+      () => busB.stats().received > receivedBefore && res.chunks.length >= 2,
+      'the update on node B',
+      10_000,
+    );
+    expect(telemetry.spans.getFinishedSpans().map((span) => span.name)).toStrictEqual([]);
   },
 );

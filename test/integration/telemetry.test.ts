@@ -227,7 +227,7 @@ describe('a trace across nodes', () => {
     // Another member of the bus, publishing as a bus of one's own might: malformed parts of a context.
     const member = bus.join({ event: () => undefined, cancel: () => undefined });
     const bad = [
-      { traceparent: '00-00000000000000000000000000000009-000000000000000f-00', tracestate: [] },
+      { traceparent: '00-00000000000000000000000000000009-000000000000000f-01', tracestate: [] },
       { traceparent: 'not a traceparent', publishedAt: 'yesterday' },
       { traceparent: 42, publishedAt: Number.NaN },
     ] as unknown as EventContext[];
