@@ -479,9 +479,12 @@ export function publishContext(): EventContext {
 }
 
 /**
- * Runs `deliver` inside a span that continues the publishing span of `context`, when the event carries
- * one and a tracer is there; else just runs it. The span is named for the event's kind (a closed set),
- * is a child of the publishing span and linked to it, and says how many streams the delivery reached.
+ * Runs `deliver` and, when the event carries the context of a publishing span and a tracer is there,
+ * records the delivery as a span that continues it; else just runs it. A delivery that matched no stream
+ * makes no span (most nodes hold no stream for most events). So the span is made once the delivery is
+ * done, with the time it started: it is never the active span, and nothing inside the delivery reads it.
+ * The span is named for the event's kind (a closed set), is a child of the publishing span and linked to
+ * it, and says how many streams the delivery reached.
  *
  * Its parent is never a new root: the app's sampler decides with the publisher's sampled flag (the
  * SDK's default follows it), so a publish that its trace did not sample is recorded by no node, as
@@ -496,21 +499,65 @@ export function tracedDelivery<T extends { readonly matched: number }>(
   deliver: () => T,
 ): T {
   const loaded = api;
+  const using = tracer;
   const traceparent: unknown = context?.traceparent;
   if (
     loaded === undefined ||
-    tracer === undefined ||
+    using === undefined ||
     typeof traceparent !== 'string' ||
     !TRACEPARENT.test(traceparent)
   ) {
     return deliver();
   }
-  // What a bus hands over is the publisher's (or a custom bus's) to get wrong: a tracestate that is
-  // not a bounded string is left out, and a span that cannot be made never holds the delivery up.
-  const tracestate: unknown = context?.tracestate;
-  let span: Span;
+  const delivery: Delivery = {
+    kind: event.kind,
+    traceparent,
+    tracestate: context?.tracestate,
+    remote,
+    startTime: epochMs(),
+  };
+  let report: T;
   try {
-    const [, traceId, spanId, flags] = traceparent.split('-') as [string, string, string, string];
+    report = deliver();
+  } catch (error) {
+    // Whether any stream matched is unknown: the failure is worth its span.
+    deliverySpan(loaded, using, delivery)?.setStatus({ code: loaded.SpanStatusCode.ERROR }).end(epochMs());
+    throw error;
+  }
+  if (report.matched > 0) {
+    deliverySpan(loaded, using, delivery)
+      ?.setAttribute('mcp.subscriptions.streams.matched', report.matched)
+      .end(epochMs());
+  }
+  return report;
+}
+
+/** What a delivery span is made of. */
+interface Delivery {
+  readonly kind: SubscriptionEvent['kind'];
+  /** A valid `traceparent` (checked against {@link TRACEPARENT}). */
+  readonly traceparent: string;
+  /** As the bus handed it over: anything. */
+  readonly tracestate: unknown;
+  readonly remote: boolean;
+  /** When the delivery started, in milliseconds since the epoch. */
+  readonly startTime: number;
+}
+
+/** Now, in milliseconds since the epoch, to the sub-millisecond (a delivery takes microseconds). */
+function epochMs(): number {
+  return performance.timeOrigin + performance.now();
+}
+
+/**
+ * The span of `delivery`, or undefined when it cannot be made. What a bus hands over is the publisher's
+ * (or a custom bus's) to get wrong: a tracestate that is not a bounded string is left out, and a span
+ * that cannot be made never holds the delivery up.
+ */
+function deliverySpan(loaded: Api, using: Tracer, delivery: Delivery): Span | undefined {
+  try {
+    const [, traceId, spanId, flags] = delivery.traceparent.split('-') as [string, string, string, string];
+    const { tracestate } = delivery;
     const active = loaded.context.active();
     const current = loaded.trace.getSpanContext(active);
     const inside = current?.traceId === traceId && current.spanId === spanId;
@@ -524,26 +571,17 @@ export function tracedDelivery<T extends { readonly matched: number }>(
         : {}),
     };
     const link: Link = { context: publishing };
-    span = tracer.startSpan(
-      `deliver ${event.kind}`,
+    return using.startSpan(
+      `deliver ${delivery.kind}`,
       {
         kind: loaded.SpanKind.CONSUMER,
         links: [link],
-        attributes: { 'mcp.subscriptions.event.kind': event.kind, 'mcp.subscriptions.remote': remote },
+        startTime: delivery.startTime,
+        attributes: { 'mcp.subscriptions.event.kind': delivery.kind, 'mcp.subscriptions.remote': delivery.remote },
       },
       inside ? active : loaded.trace.setSpanContext(active, publishing),
     );
   } catch {
-    return deliver();
-  }
-  try {
-    const report = deliver();
-    span.setAttribute('mcp.subscriptions.streams.matched', report.matched);
-    return report;
-  } catch (error) {
-    span.setStatus({ code: loaded.SpanStatusCode.ERROR });
-    throw error;
-  } finally {
-    span.end();
+    return undefined;
   }
 }

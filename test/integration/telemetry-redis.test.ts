@@ -84,7 +84,9 @@ testUnless(redisMissing)(
     expect([a.published, b.received]).toStrictEqual([1, 1]);
 
     const delivered = telemetry.spans.getFinishedSpans().filter((span) => span.name === 'deliver resource_updated');
+    // Node B's only: node A holds no stream that follows the URI, so its own delivery makes no span.
     const remote = delivered.filter((span) => span.attributes['mcp.subscriptions.remote'] === true);
+    expect(delivered.map((span) => span.attributes['mcp.subscriptions.remote'])).toStrictEqual([true]);
     expect(remote.map((span) => span.links.map((link) => [link.context.traceId, link.context.spanId]))).toStrictEqual([
       [[writeSpan.spanContext().traceId, writeSpan.spanContext().spanId]],
     ]);
@@ -129,3 +131,27 @@ testUnless(redisMissing)(
     expect(telemetry.spans.getFinishedSpans().map((span) => span.name)).toStrictEqual([]);
   },
 );
+
+testUnless(redisMissing)('a delivery over Redis that matches no stream makes no span', async () => {
+  const res = new FakeResponse();
+  await openFollowing(hubB, res, { id: 'task-follower', principal: 'alice', filter: { taskIds: ['task-17'] } });
+  telemetry.spans.reset();
+  const receivedBefore = busB.stats().received;
+  trace.getTracer('notes-app').startActiveSpan('run task', (span) => {
+    // Node B follows the task, but for alice: bob's task reaches node B and matches no stream there.
+    hubA.taskStatus(
+      {
+        taskId: 'task-17',
+        status: 'working',
+        createdAt: '2025-01-01T00:00:00Z',
+        lastUpdatedAt: '2025-01-01T00:00:00Z',
+        ttlMs: null,
+      },
+      'bob',
+    );
+    span.end();
+  });
+  await waitFor(() => busB.stats().received > receivedBefore, 'the task event on node B', 10_000);
+  expect(telemetry.spans.getFinishedSpans().map((span) => span.name)).toStrictEqual(['run task']);
+  expect(res.chunks).toHaveLength(1); // the ack alone
+});

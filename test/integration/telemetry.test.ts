@@ -204,19 +204,43 @@ describe('a trace across nodes', () => {
     });
     await alice.until(() => alice.events.length >= 2, 'the update');
     const delivered = telemetry.spans.getFinishedSpans().filter((span) => span.name === 'deliver resource_updated');
-    // Hub B (the publisher) and hub A (over the bus).
-    expect(delivered).toHaveLength(2);
+    // Hub A's, over the bus; hub B (the publisher) holds no stream that follows the URI, so it makes none.
+    expect(delivered).toHaveLength(1);
     for (const span of delivered) {
       expect(span.links.map((link) => [link.context.traceId, link.context.spanId])).toStrictEqual([
         [writeSpan.spanContext().traceId, writeSpan.spanContext().spanId],
       ]);
     }
-    expect(delivered.map((span) => span.attributes['mcp.subscriptions.remote']).sort()).toStrictEqual([false, true]);
     expect(
-      delivered.find((span) => span.attributes['mcp.subscriptions.remote'] === true)?.attributes[
-        'mcp.subscriptions.streams.matched'
-      ],
-    ).toBe(1);
+      delivered.map((span) => [
+        span.attributes['mcp.subscriptions.remote'],
+        span.attributes['mcp.subscriptions.streams.matched'],
+      ]),
+    ).toStrictEqual([[true, 1]]);
+  });
+
+  test('a delivery that matches no stream on its hub makes no span', async () => {
+    for (const stream of streams.splice(0)) stream.close();
+    await waitFor(() => hubA.stats().openStreams === 0, 'the earlier streams gone');
+    const bob = await open('t3', 'bob-91c2', { resourceSubscriptions: [SECRETS.uris[1]] });
+    telemetry.spans.reset();
+    trace.getTracer('notes-app').startActiveSpan('PUT /notes', (span) => {
+      // Followed on neither hub: delivered here and over the bus, to no stream.
+      hubB.resourceUpdated(SECRETS.uris[0] as string);
+      hubA.toolsListChanged();
+      // Followed on hub A only: hub A's delivery is traced, hub B's (the publisher's) is not.
+      hubB.resourceUpdated(SECRETS.uris[1] as string);
+      span.end();
+    });
+    await bob.until(() => bob.events.length >= 2, 'the update');
+    expect(
+      telemetry.spans
+        .getFinishedSpans()
+        .map((span) => [span.name, span.attributes['mcp.subscriptions.remote'] ?? 'app']),
+    ).toStrictEqual([
+      ['deliver resource_updated', true],
+      ['PUT /notes', 'app'],
+    ]);
   });
 
   test('a context a custom bus gets wrong is left out, and the event is delivered all the same', async () => {
@@ -234,13 +258,11 @@ describe('a trace across nodes', () => {
     for (const context of bad) member.publish({ kind: 'tools_list_changed' }, context);
     await member.leave();
     await alice.until(() => alice.events.length >= 4, 'three tools changes');
-    // Only the first carried a valid traceparent: its delivery by each hub is traced, without the bad tracestate.
+    // Only the first carried a valid traceparent: its delivery is traced, without the bad tracestate, by
+    // hub A (alice's stream); hub B, which holds no stream, makes no span.
     expect(
       telemetry.spans.getFinishedSpans().map((span) => [span.name, span.links[0]?.context.traceState]),
-    ).toStrictEqual([
-      ['deliver tools_list_changed', undefined],
-      ['deliver tools_list_changed', undefined],
-    ]);
+    ).toStrictEqual([['deliver tools_list_changed', undefined]]);
   });
 
   test('a publish outside any span makes no span', () => {
