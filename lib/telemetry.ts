@@ -334,7 +334,7 @@ function createInstruments(meter: Meter): Instruments {
     }),
     lag: meter.createHistogram('mcp.subscriptions.bus.lag', {
       description:
-        "From an event's publish on one node to its receipt on another, by the two nodes' clocks (their offset included).",
+        "From an event's publish in one process to its receipt in another, by the two nodes' clocks (their offset included); hubs of one process record none.",
       unit: 's',
       advice: { explicitBucketBoundaries: SECONDS_BUCKETS },
     }),
@@ -451,20 +451,42 @@ export function recordAuthorization(ms: number, outcomes: ReadonlyMap<CheckName,
   }
 }
 
-/** An event published at `publishedAt` (the publisher's clock) arrived now. */
-export function recordLag(publishedAt: number | undefined): void {
+/**
+ * Marks the context of an event published in this process, while the lag is recorded. A bus hands the
+ * hubs of this process the publisher's own object (or a copy of its properties); one that carries it
+ * to another process rebuilds it from a message, without the mark. Registered, so that two copies of
+ * the package in one process agree.
+ */
+const PUBLISHED_HERE = Symbol.for('mcp-subscriptions.published-here');
+
+type Marked = { [PUBLISHED_HERE]?: true };
+
+/**
+ * An event whose publisher's context is `context` arrived now: the bus lag, from its publish time (the
+ * publisher's clock), for an event that crossed from another process. Two hubs of one process measure
+ * nothing: the bus handed the event over without crossing anything.
+ */
+export function recordLag(context: EventContext | undefined): void {
   // A custom bus may hand over anything: only a finite time is measured.
+  const publishedAt: unknown = context?.publishedAt;
   if (instruments === undefined || typeof publishedAt !== 'number' || !Number.isFinite(publishedAt)) return;
+  if ((context as Marked)[PUBLISHED_HERE] === true) return;
   // Clocks of two machines differ: a negative lag is their offset, counted as none.
   instruments.lag.record(Math.max(0, Date.now() - publishedAt) / 1000);
 }
 
 /**
  * What travels with an event published now: its time, and the W3C trace context of the active span
- * when there is a valid one (a publish inside an operation the app traces).
+ * when there is a valid one (a publish inside an operation the app traces); marked as published here
+ * while the lag is recorded.
  */
 export function publishContext(): EventContext {
-  const publishedAt = Date.now();
+  const context = traceContext(Date.now());
+  if (instruments !== undefined) (context as Marked)[PUBLISHED_HERE] = true;
+  return context;
+}
+
+function traceContext(publishedAt: number): EventContext {
   const loaded = api;
   if (loaded === undefined) return { publishedAt };
   const span = loaded.trace.getSpan(loaded.context.active());

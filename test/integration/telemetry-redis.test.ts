@@ -30,6 +30,8 @@ let busA: RedisBus;
 let busB: RedisBus;
 let hubA: SubscriptionHub;
 let hubB: SubscriptionHub;
+/** A second hub on node A's bus: the bus hands it node A's events in the process, not over Redis. */
+let hubA2: SubscriptionHub;
 
 beforeAll(async () => {
   if (redisMissing !== undefined) return;
@@ -39,6 +41,7 @@ beforeAll(async () => {
   busB = new RedisBus({ url: REDIS_URL, channelPrefix, logger: recordingLogger() });
   hubA = new SubscriptionHub({ logger: recordingLogger(), bus: busA });
   hubB = new SubscriptionHub({ logger: recordingLogger(), bus: busB });
+  hubA2 = new SubscriptionHub({ logger: recordingLogger(), bus: busA });
   await telemetryLoaded();
   await waitFor(() => busA.stats().connected && busB.stats().connected, 'both buses connected', 10_000);
 });
@@ -47,6 +50,7 @@ afterAll(async () => {
   if (redisMissing !== undefined) return;
   await hubA.close();
   await hubB.close();
+  await hubA2.close();
   await busA.close();
   await busB.close();
   await telemetry.unregister();
@@ -79,6 +83,7 @@ testUnless(redisMissing)(
       published: a.published + b.published,
       received: a.received + b.received,
       dropped: a.dropped + b.dropped,
+      // Node B's receipt only: hub A2 got the event from its own bus, in this process, and measures nothing.
       lag: a.received + b.received,
     });
     expect([a.published, b.received]).toStrictEqual([1, 1]);
