@@ -1,12 +1,14 @@
 /**
  * OpenTelemetry across two nodes joined by a real Redis (`RedisBus` on 127.0.0.1:6379): the bus's
  * counters and connection state as instruments, equal to `bus.stats()`; the publish → receive lag
- * measured on the receiving node; and a publish made inside a span linked from the receiving node's
- * delivery, its W3C trace context having crossed Redis in the message.
+ * measured on the receiving node only, not by a second hub on the publisher's bus; and a publish made
+ * inside a span continued by the receiving node's delivery, its W3C trace context having crossed Redis
+ * in the message: recorded only when the publisher's trace is sampled and a stream matched, and with no
+ * principal, URI, task id or listen id in it.
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, expect } from '@jest/globals';
-import { context, trace, TraceFlags } from '@opentelemetry/api';
+import { context, SpanKind, trace, TraceFlags } from '@opentelemetry/api';
 import { SubscriptionHub } from 'mcp-subscriptions';
 import { RedisBus } from 'mcp-subscriptions/redis';
 import { telemetryLoaded } from '../../lib/telemetry.ts';
@@ -15,6 +17,9 @@ import { REDIS_URL, sharedRedisMissing } from '../helpers/redis.ts';
 import { failUnderCi, testUnless } from '../helpers/skip.ts';
 import {
   collectLibraryMetrics,
+  deliveriesOf,
+  expectNoSecrets,
+  libraryValues,
   metricValue as valueOf,
   registerTelemetry,
   type RegisteredTelemetry,
@@ -160,3 +165,47 @@ testUnless(redisMissing)('a delivery over Redis that matches no stream makes no 
   expect(telemetry.spans.getFinishedSpans().map((span) => span.name)).toStrictEqual(['run task']);
   expect(res.chunks).toHaveLength(1); // the ack alone
 });
+
+testUnless(redisMissing)(
+  "node B's delivery spans exist and carry no principal, URI, task id or listen id",
+  async () => {
+    const secrets = {
+      principal: 'carol-2b8e',
+      uri: 'note://carol-2b8e/ledger',
+      taskId: 'task-carol-2b8e-7',
+      id: 'listen-c4f0',
+    };
+    const res = new FakeResponse();
+    await openFollowing(hubB, res, {
+      id: secrets.id,
+      principal: secrets.principal,
+      filter: { resourceSubscriptions: [secrets.uri], taskIds: [secrets.taskId] },
+    });
+    telemetry.spans.reset();
+    const receivedBefore = busB.stats().received;
+    const writeSpan = trace.getTracer('notes-app').startActiveSpan('PUT /ledger', (span) => {
+      hubA.resourceUpdated(secrets.uri);
+      const now = new Date().toISOString();
+      hubA.taskStatus(
+        { taskId: secrets.taskId, status: 'completed', createdAt: now, lastUpdatedAt: now, ttlMs: null },
+        secrets.principal,
+      );
+      span.end();
+      return span;
+    });
+    // Both frames may leave in one write.
+    await waitFor(
+      () => busB.stats().received >= receivedBefore + 2 && res.chunks.join('').includes('notifications/tasks'),
+      'both events on node B',
+      10_000,
+    );
+
+    const spans = telemetry.spans.getFinishedSpans();
+    // Node B's two deliveries, in the publisher's trace; node A, which holds no such stream, makes none.
+    expect(deliveriesOf(spans, writeSpan)).toStrictEqual([
+      ['deliver resource_updated', SpanKind.CONSUMER, true, true],
+      ['deliver task_status', SpanKind.CONSUMER, true, true],
+    ]);
+    expectNoSecrets(libraryValues(await collectLibraryMetrics(telemetry.reader), spans), Object.values(secrets));
+  },
+);

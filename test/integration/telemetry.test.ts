@@ -2,11 +2,11 @@
  * OpenTelemetry, as an operator meets it: a MeterProvider and a TracerProvider registered globally
  * before the hubs are made (the SDK's own, with readers that collect on demand), an Express app with the
  * middleware over real loopback HTTP and a real SSE reader, and a workload. The instruments must say
- * what `hub.stats()` says, carry no principal, URI or task id, and a publish made inside a span must be
- * linked from each hub's delivery of it.
+ * what `hub.stats()` says, carry no principal, URI, task id or listen id (nor may the delivery spans),
+ * and a publish made inside a span must be continued by each hub's delivery of it that reached a stream.
  */
 import { afterAll, beforeAll, describe, expect, test } from '@jest/globals';
-import { trace } from '@opentelemetry/api';
+import { SpanKind, trace } from '@opentelemetry/api';
 import type { MetricData } from '@opentelemetry/sdk-metrics';
 import express from 'express';
 import { MemoryBus, SubscriptionHub, type EventContext } from 'mcp-subscriptions';
@@ -14,9 +14,12 @@ import { mcpSubscriptions } from 'mcp-subscriptions/express';
 import { telemetryLoaded } from '../../lib/telemetry.ts';
 import { authFromUserHeader, listenOn, type RunningServer } from '../helpers/express-apps.ts';
 import { recordingLogger, waitFor } from '../helpers/fake-response.ts';
-import { listen, listenHeaders, post, type SseStream } from '../helpers/sse.ts';
+import { listen, listenBody, listenHeaders, post, TASKS_META, type SseStream } from '../helpers/sse.ts';
 import {
   collectLibraryMetrics,
+  deliveriesOf,
+  expectNoSecrets,
+  libraryValues,
   metricNamed as metric,
   metricValue as valueOf,
   registerTelemetry,
@@ -26,7 +29,10 @@ import {
 const SECRETS = {
   principals: ['alice-7f3a', 'bob-91c2'],
   uris: ['note://alice-7f3a/diary', 'note://bob-91c2/plans', 'note://alice-7f3a/refused'],
+  taskIds: ['task-alice-7f3a-0042'],
+  listenIds: ['a1', 'b1', 'a2', 'bad', 'listen-5e1d'],
 };
+const ALL_SECRETS = Object.values(SECRETS).flat();
 
 let telemetry: RegisteredTelemetry;
 let bus: MemoryBus;
@@ -49,8 +55,9 @@ beforeAll(async () => {
     authFromUserHeader,
     mcpSubscriptions({
       hub: hubA,
-      capabilities: { toolsListChanged: true, resourceSubscriptions: true },
+      capabilities: { toolsListChanged: true, resourceSubscriptions: true, tasks: true },
       canRead: (uri, { principal }) => uri.startsWith(`note://${principal}/`),
+      canAccessTask: (taskId, { principal }) => taskId.startsWith(`task-${principal}-`),
       handleSubscribeResource: (uri) => !uri.endsWith('/refused'),
       keepAliveMs: false,
     }),
@@ -175,20 +182,40 @@ describe('metrics agree with hub.stats() after a workload', () => {
     expect(all.map((each) => each.descriptor.name)).not.toContain('mcp.subscriptions.bus.lag');
   });
 
-  test('no attribute of any metric or span carries a principal, a URI or a listen id', async () => {
-    const all = await collect();
-    const values = all.flatMap((each) =>
-      each.dataPoints.flatMap((point) => Object.values(point.attributes).map(String)),
+  test('no attribute of any metric or span carries a principal, a URI, a task id or a listen id', async () => {
+    // Delivery spans to check: a URI and a task published inside a span, delivered by hub A to a stream
+    // of its own and, from hub B, over the bus.
+    for (const stream of streams.splice(0)) stream.close();
+    await waitFor(() => hubA.stats().openStreams === 0, 'the earlier streams gone');
+    const [uri] = SECRETS.uris as [string];
+    const [taskId] = SECRETS.taskIds as [string];
+    const alice = await post(
+      server.url,
+      listenBody('listen-5e1d', { resourceSubscriptions: [uri], taskIds: [taskId] }, TASKS_META),
+      listenHeaders({ 'x-user': 'alice-7f3a' }),
     );
-    const spanValues = telemetry.spans
-      .getFinishedSpans()
-      .flatMap((span) => [span.name, ...Object.values(span.attributes).map(String)]);
-    expect(values.length).toBeGreaterThan(0);
-    for (const value of [...values, ...spanValues]) {
-      for (const secret of [...SECRETS.principals, ...SECRETS.uris, 'a1', 'b1', 'a2', 'bad']) {
-        expect({ value, containsSecret: value.includes(secret) }).toStrictEqual({ value, containsSecret: false });
-      }
-    }
+    streams.push(alice);
+    await alice.event(1);
+    telemetry.spans.reset();
+    const writeSpan = trace.getTracer('notes-app').startActiveSpan('PUT /notes', (span) => {
+      hubA.resourceUpdated(uri);
+      const now = new Date().toISOString();
+      hubA.taskStatus({ taskId, status: 'working', createdAt: now, lastUpdatedAt: now, ttlMs: null }, 'alice-7f3a');
+      hubB.resourceUpdated(uri);
+      span.end();
+      return span;
+    });
+    await alice.until(() => alice.events.length >= 4, 'ack, update, task, update over the bus');
+    const spans = telemetry.spans.getFinishedSpans();
+    expect(deliveriesOf(spans, writeSpan)).toStrictEqual([
+      ['deliver resource_updated', SpanKind.CONSUMER, false, true],
+      ['deliver task_status', SpanKind.CONSUMER, false, true],
+      ['deliver resource_updated', SpanKind.CONSUMER, true, true],
+    ]);
+
+    const values = libraryValues(await collect(), spans);
+    expect(values.filter((value) => value.startsWith('deliver '))).toHaveLength(3);
+    expectNoSecrets(values, ALL_SECRETS);
   });
 });
 
