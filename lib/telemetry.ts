@@ -131,7 +131,19 @@ function attach(loaded: Api, source: TelemetrySource): void {
   // No provider registered: the API's no-op meter. Nothing is made, so the listen path does not even
   // read the clock for instruments that would discard it.
   if (meter !== loaded.createNoopMeter() && instruments?.meter !== meter) instruments = createInstruments(meter);
-  tracer = loaded.trace.getTracer(INSTRUMENTATION_NAME);
+  tracer = registeredTracer(loaded);
+}
+
+/**
+ * The tracer of the TracerProvider registered now, or none. The API's global provider is a proxy that
+ * answers a no-op tracer until one is registered: taking its tracer would make a delivery read the clock
+ * and build a span that records nothing (a node without tracing that receives traced events). A
+ * provider registered later is used from the next hub made after it, as for the meter.
+ */
+function registeredTracer(loaded: Api): Tracer | undefined {
+  const provider: OpenTelemetry.TracerProvider & { getDelegateTracer?: unknown } = loaded.trace.getTracerProvider();
+  if (typeof provider.getDelegateTracer !== 'function') return provider.getTracer(INSTRUMENTATION_NAME);
+  return (provider as OpenTelemetry.ProxyTracerProvider).getDelegateTracer(INSTRUMENTATION_NAME);
 }
 
 /**
