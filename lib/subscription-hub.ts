@@ -391,7 +391,7 @@ export class SubscriptionHub implements Hub {
     this.member = this.options.bus.join({
       event: (event, context) => {
         try {
-          if (context !== undefined) recordLag(context.publishedAt);
+          recordLag(context);
           if (context?.traceparent === undefined) this.deliver(event);
           else tracedDelivery(event, context, true, () => this.deliver(event));
         } catch (error) {

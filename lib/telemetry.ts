@@ -131,7 +131,19 @@ function attach(loaded: Api, source: TelemetrySource): void {
   // No provider registered: the API's no-op meter. Nothing is made, so the listen path does not even
   // read the clock for instruments that would discard it.
   if (meter !== loaded.createNoopMeter() && instruments?.meter !== meter) instruments = createInstruments(meter);
-  tracer = loaded.trace.getTracer(INSTRUMENTATION_NAME);
+  tracer = registeredTracer(loaded);
+}
+
+/**
+ * The tracer of the TracerProvider registered now, or none. The API's global provider is a proxy that
+ * answers a no-op tracer until one is registered: taking its tracer would make a delivery read the clock
+ * and build a span that records nothing (a node without tracing that receives traced events). A
+ * provider registered later is used from the next hub made after it, as for the meter.
+ */
+function registeredTracer(loaded: Api): Tracer | undefined {
+  const provider: OpenTelemetry.TracerProvider & { getDelegateTracer?: unknown } = loaded.trace.getTracerProvider();
+  if (typeof provider.getDelegateTracer !== 'function') return provider.getTracer(INSTRUMENTATION_NAME);
+  return (provider as OpenTelemetry.ProxyTracerProvider).getDelegateTracer(INSTRUMENTATION_NAME);
 }
 
 /**
@@ -334,7 +346,7 @@ function createInstruments(meter: Meter): Instruments {
     }),
     lag: meter.createHistogram('mcp.subscriptions.bus.lag', {
       description:
-        "From an event's publish on one node to its receipt on another, by the two nodes' clocks (their offset included).",
+        "From an event's publish in one process to its receipt in another, by the two nodes' clocks (their offset included); hubs of one process record none.",
       unit: 's',
       advice: { explicitBucketBoundaries: SECONDS_BUCKETS },
     }),
@@ -451,20 +463,42 @@ export function recordAuthorization(ms: number, outcomes: ReadonlyMap<CheckName,
   }
 }
 
-/** An event published at `publishedAt` (the publisher's clock) arrived now. */
-export function recordLag(publishedAt: number | undefined): void {
+/**
+ * Marks the context of an event published in this process, while the lag is recorded. A bus hands the
+ * hubs of this process the publisher's own object (or a copy of its properties); one that carries it
+ * to another process rebuilds it from a message, without the mark. Registered, so that two copies of
+ * the package in one process agree.
+ */
+const PUBLISHED_HERE = Symbol.for('mcp-subscriptions.published-here');
+
+type Marked = { [PUBLISHED_HERE]?: true };
+
+/**
+ * An event whose publisher's context is `context` arrived now: the bus lag, from its publish time (the
+ * publisher's clock), for an event that crossed from another process. Two hubs of one process measure
+ * nothing: the bus handed the event over without crossing anything.
+ */
+export function recordLag(context: EventContext | undefined): void {
   // A custom bus may hand over anything: only a finite time is measured.
+  const publishedAt: unknown = context?.publishedAt;
   if (instruments === undefined || typeof publishedAt !== 'number' || !Number.isFinite(publishedAt)) return;
+  if ((context as Marked)[PUBLISHED_HERE] === true) return;
   // Clocks of two machines differ: a negative lag is their offset, counted as none.
   instruments.lag.record(Math.max(0, Date.now() - publishedAt) / 1000);
 }
 
 /**
  * What travels with an event published now: its time, and the W3C trace context of the active span
- * when there is a valid one (a publish inside an operation the app traces).
+ * when there is a valid one (a publish inside an operation the app traces); marked as published here
+ * while the lag is recorded.
  */
 export function publishContext(): EventContext {
-  const publishedAt = Date.now();
+  const context = traceContext(Date.now());
+  if (instruments !== undefined) (context as Marked)[PUBLISHED_HERE] = true;
+  return context;
+}
+
+function traceContext(publishedAt: number): EventContext {
   const loaded = api;
   if (loaded === undefined) return { publishedAt };
   const span = loaded.trace.getSpan(loaded.context.active());
@@ -479,9 +513,18 @@ export function publishContext(): EventContext {
 }
 
 /**
- * Runs `deliver` inside a span linked to the publishing span of `context`, when the event carries
- * one and a tracer is there; else just runs it. The span is named for the event's kind (a closed set)
- * and says how many streams the delivery reached.
+ * Runs `deliver` and, when the event carries the context of a publishing span and a tracer is there,
+ * records the delivery as a span that continues it; else just runs it. A delivery that matched no stream
+ * makes no span (most nodes hold no stream for most events). So the span is made once the delivery is
+ * done, with the time it started: it is never the active span, and nothing inside the delivery reads it.
+ * The span is named for the event's kind (a closed set), is a child of the publishing span and linked to
+ * it, and says how many streams the delivery reached.
+ *
+ * Its parent is never a new root: the app's sampler decides with the publisher's sampled flag (the
+ * SDK's default follows it), so a publish that its trace did not sample is recorded by no node, as
+ * OpenTelemetry does for any remote parent. Inside the publishing span (this node's publish, and a bus
+ * that hands the event to the hubs of this process before the publish returns) the parent is the
+ * active context; elsewhere, the carried context as a remote parent.
  */
 export function tracedDelivery<T extends { readonly matched: number }>(
   event: SubscriptionEvent,
@@ -490,47 +533,89 @@ export function tracedDelivery<T extends { readonly matched: number }>(
   deliver: () => T,
 ): T {
   const loaded = api;
+  const using = tracer;
   const traceparent: unknown = context?.traceparent;
   if (
     loaded === undefined ||
-    tracer === undefined ||
+    using === undefined ||
     typeof traceparent !== 'string' ||
     !TRACEPARENT.test(traceparent)
   ) {
     return deliver();
   }
-  // What a bus hands over is the publisher's (or a custom bus's) to get wrong: a tracestate that is
-  // not a bounded string is left out, and a span that cannot be made never holds the delivery up.
-  const tracestate: unknown = context?.tracestate;
-  let span: Span;
+  const delivery: Delivery = {
+    kind: event.kind,
+    traceparent,
+    tracestate: context?.tracestate,
+    remote,
+    startTime: epochMs(),
+  };
+  let report: T;
   try {
-    const [, traceId, spanId, flags] = traceparent.split('-') as [string, string, string, string];
-    const linked: SpanContext = {
+    report = deliver();
+  } catch (error) {
+    // Whether any stream matched is unknown: the failure is worth its span.
+    deliverySpan(loaded, using, delivery)?.setStatus({ code: loaded.SpanStatusCode.ERROR }).end(epochMs());
+    throw error;
+  }
+  if (report.matched > 0) {
+    deliverySpan(loaded, using, delivery)
+      ?.setAttribute('mcp.subscriptions.streams.matched', report.matched)
+      .end(epochMs());
+  }
+  return report;
+}
+
+/** What a delivery span is made of. */
+interface Delivery {
+  readonly kind: SubscriptionEvent['kind'];
+  /** A valid `traceparent` (checked against {@link TRACEPARENT}). */
+  readonly traceparent: string;
+  /** As the bus handed it over: anything. */
+  readonly tracestate: unknown;
+  readonly remote: boolean;
+  /** When the delivery started, in milliseconds since the epoch. */
+  readonly startTime: number;
+}
+
+/** Now, in milliseconds since the epoch, to the sub-millisecond (a delivery takes microseconds). */
+function epochMs(): number {
+  return performance.timeOrigin + performance.now();
+}
+
+/**
+ * The span of `delivery`, or undefined when it cannot be made. What a bus hands over is the publisher's
+ * (or a custom bus's) to get wrong: a tracestate that is not a bounded string is left out, and a span
+ * that cannot be made never holds the delivery up.
+ */
+function deliverySpan(loaded: Api, using: Tracer, delivery: Delivery): Span | undefined {
+  try {
+    const [, traceId, spanId, flags] = delivery.traceparent.split('-') as [string, string, string, string];
+    const { tracestate } = delivery;
+    const active = loaded.context.active();
+    const current = loaded.trace.getSpanContext(active);
+    const inside = current?.traceId === traceId && current.spanId === spanId;
+    const publishing: SpanContext = {
       traceId,
       spanId,
       traceFlags: Number.parseInt(flags, 16),
-      isRemote: remote,
+      isRemote: !inside,
       ...(typeof tracestate === 'string' && tracestate !== '' && tracestate.length <= MAX_TRACESTATE_LENGTH
         ? { traceState: loaded.createTraceState(tracestate) }
         : {}),
     };
-    const link: Link = { context: linked };
-    span = tracer.startSpan(`deliver ${event.kind}`, {
-      kind: loaded.SpanKind.CONSUMER,
-      links: [link],
-      attributes: { 'mcp.subscriptions.event.kind': event.kind, 'mcp.subscriptions.remote': remote },
-    });
+    const link: Link = { context: publishing };
+    return using.startSpan(
+      `deliver ${delivery.kind}`,
+      {
+        kind: loaded.SpanKind.CONSUMER,
+        links: [link],
+        startTime: delivery.startTime,
+        attributes: { 'mcp.subscriptions.event.kind': delivery.kind, 'mcp.subscriptions.remote': delivery.remote },
+      },
+      inside ? active : loaded.trace.setSpanContext(active, publishing),
+    );
   } catch {
-    return deliver();
-  }
-  try {
-    const report = deliver();
-    span.setAttribute('mcp.subscriptions.streams.matched', report.matched);
-    return report;
-  } catch (error) {
-    span.setStatus({ code: loaded.SpanStatusCode.ERROR });
-    throw error;
-  } finally {
-    span.end();
+    return undefined;
   }
 }

@@ -1,9 +1,10 @@
 /**
  * OpenTelemetry's SDK as the telemetry tests register it: a metric reader that collects when the test
- * asks (as a scraper does), an in-memory span exporter, the globals set and unset, and the reading of
- * one instrument's value out of a collection.
+ * asks (as a scraper does), an in-memory span exporter, the globals set and unset, the reading of one
+ * instrument's value out of a collection, and what the library's spans and data points say.
  */
-import { context, metrics, trace } from '@opentelemetry/api';
+import { expect } from '@jest/globals';
+import { context, metrics, trace, type Span, type SpanKind } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import {
   AggregationTemporality,
@@ -12,7 +13,7 @@ import {
   MetricReader,
   type MetricData,
 } from '@opentelemetry/sdk-metrics';
-import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
 
 /** A reader that collects when the test asks, cumulative, as Prometheus reads counters. */
 export class OnDemandReader extends MetricReader {
@@ -84,4 +85,56 @@ export function registerTelemetry(): RegisteredTelemetry {
       context.disable();
     },
   };
+}
+
+/**
+ * The library's delivery spans among `spans`, each as its name, kind, `mcp.subscriptions.remote`, and
+ * whether it continues `publishing` (in its trace, a child of it, and linked to it alone).
+ */
+export function deliveriesOf(
+  spans: readonly ReadableSpan[],
+  publishing: Span,
+): [name: string, kind: SpanKind, remote: unknown, continuesPublishing: boolean][] {
+  const { traceId, spanId } = publishing.spanContext();
+  return spans
+    .filter((span) => span.instrumentationScope.name === 'mcp-subscriptions')
+    .map((span) => [
+      span.name,
+      span.kind,
+      span.attributes['mcp.subscriptions.remote'],
+      span.spanContext().traceId === traceId &&
+        span.parentSpanContext?.spanId === spanId &&
+        span.links.length === 1 &&
+        span.links[0]?.context.traceId === traceId &&
+        span.links[0].context.spanId === spanId,
+    ]);
+}
+
+/**
+ * Every value the library wrote into telemetry: each data point's attribute values, and each of its
+ * spans' name, attribute values, link attributes, events and status message (not the trace and span ids).
+ */
+export function libraryValues(all: readonly MetricData[], spans: readonly ReadableSpan[]): string[] {
+  const values = (attributes: Record<string, unknown> | undefined): string[] =>
+    Object.values(attributes ?? {}).map(String);
+  return [
+    ...all.flatMap((each) => each.dataPoints.flatMap((point) => values(point.attributes))),
+    ...spans
+      .filter((span) => span.instrumentationScope.name === 'mcp-subscriptions')
+      .flatMap((span) => [
+        span.name,
+        ...values(span.attributes),
+        ...span.links.flatMap((link) => values(link.attributes)),
+        ...span.events.flatMap((event) => [event.name, ...values(event.attributes)]),
+        span.status.message ?? '',
+      ]),
+  ];
+}
+
+/** Fails, naming the value and the secret, when any of `values` contains any of `secrets`. */
+export function expectNoSecrets(values: readonly string[], secrets: readonly string[]): void {
+  const leaks = values.flatMap((value) =>
+    secrets.filter((secret) => value.includes(secret)).map((secret) => ({ value, secret })),
+  );
+  expect(leaks).toStrictEqual([]);
 }

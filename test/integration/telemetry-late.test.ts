@@ -1,14 +1,15 @@
 /**
- * OpenTelemetry when the app registers no MeterProvider (the API installed, as with any app that has an
- * instrumented library): the hub records nothing, not even the time of a listen; and a provider
- * registered later is used from the next hub made, as the docs say.
+ * OpenTelemetry when the app registers no MeterProvider and no TracerProvider (the API installed, as
+ * with any app that has an instrumented library): the hub records nothing, not even the time of a
+ * listen or of a delivery that carries another node's trace context; and a provider registered later
+ * is used from the next hub made, as the docs say.
  */
-import { afterAll, expect, test } from '@jest/globals';
+import { afterAll, expect, jest, test } from '@jest/globals';
 import { metrics } from '@opentelemetry/api';
 import { MeterProvider } from '@opentelemetry/sdk-metrics';
-import { SubscriptionHub } from 'mcp-subscriptions';
+import { MemoryBus, SubscriptionHub } from 'mcp-subscriptions';
 import { recording, telemetryLoaded } from '../../lib/telemetry.ts';
-import { recordingLogger } from '../helpers/fake-response.ts';
+import { FakeResponse, openFollowing, recordingLogger } from '../helpers/fake-response.ts';
 import { OnDemandReader } from '../helpers/telemetry.ts';
 
 const hubs: SubscriptionHub[] = [];
@@ -41,4 +42,27 @@ test('no provider: nothing records; a provider registered later counts from the 
     first.stats().published + second.stats().published,
   ]);
   expect(first.stats().published + second.stats().published).toBe(2);
+});
+
+test('no TracerProvider: a delivery whose event carries a trace context reads no clock', async () => {
+  const bus = new MemoryBus();
+  const hub = new SubscriptionHub({ logger: recordingLogger(), bus });
+  hubs.push(hub);
+  await telemetryLoaded();
+  const res = new FakeResponse();
+  await openFollowing(hub, res, { filter: { toolsListChanged: true } });
+  // Another node's event, published in a sampled trace, as a bus hands it over.
+  const peer = bus.join({ event: () => undefined, cancel: () => undefined });
+  const clock = jest.spyOn(performance, 'now');
+  try {
+    peer.publish(
+      { kind: 'tools_list_changed' },
+      { traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' },
+    );
+    expect(clock).not.toHaveBeenCalled();
+  } finally {
+    clock.mockRestore();
+    await peer.leave();
+  }
+  expect(res.chunks.join('')).toContain('notifications/tools/list_changed');
 });
