@@ -57,6 +57,9 @@ interface BusCounters {
   readonly published?: unknown;
   readonly received?: unknown;
   readonly dropped?: unknown;
+  readonly resyncs?: unknown;
+  readonly unsent?: unknown;
+  readonly unsubscribed?: unknown;
 }
 
 /** Which host check an authorization outcome is about. */
@@ -243,6 +246,14 @@ const OBSERVED: readonly ObservedSpec[] = [
     read: (sum) => sum.dropped,
   },
   {
+    name: 'mcp.subscriptions.resyncs',
+    type: 'counter',
+    unit: '{notification}',
+    description:
+      'Notifications a resync offered to streams: after a gap, each stream following a key that may have changed was told once.',
+    read: (sum) => sum.resynced,
+  },
+  {
     name: 'mcp.subscriptions.bus.connected',
     type: 'gauge',
     unit: '1',
@@ -269,6 +280,30 @@ const OBSERVED: readonly ObservedSpec[] = [
     unit: '{message}',
     description: 'Messages the bus lost: not sent while disconnected or refused, or received and invalid.',
     read: (sum) => (sum.bus ? sum.busDropped : undefined),
+  },
+  {
+    name: 'mcp.subscriptions.bus.gaps',
+    type: 'counter',
+    unit: '{gap}',
+    description:
+      'Gaps the bus resynced: subscriptions back after an outage, a failover or a slot move, and resyncs of everything other nodes asked for.',
+    read: (sum) => (sum.bus ? sum.busResyncs : undefined),
+  },
+  {
+    name: 'mcp.subscriptions.bus.unsubscribed',
+    type: 'updown',
+    unit: '{channel}',
+    description:
+      'Channels the bus wants that the server has not confirmed: above 0 for long, a shard down or a refused subscription.',
+    read: (sum) => (sum.bus ? sum.busUnsubscribed : undefined),
+  },
+  {
+    name: 'mcp.subscriptions.bus.unsent',
+    type: 'updown',
+    unit: '{key}',
+    description:
+      'Keys whose latest change waits to be published once the server is back (-1 per bus past its bound: everything will be resynced).',
+    read: (sum) => (sum.bus ? sum.busUnsent : undefined),
   },
 ];
 
@@ -362,6 +397,7 @@ interface Sums {
   written: number;
   coalesced: number;
   dropped: number;
+  resynced: number;
   following: Record<ListChangedKind | 'resource_updated' | 'task_status', number>;
   refusals: Record<string, number>;
   closed: Record<string, number>;
@@ -370,6 +406,9 @@ interface Sums {
   busPublished: number;
   busReceived: number;
   busDropped: number;
+  busResyncs: number;
+  busUnsubscribed: number;
+  busUnsent: number;
 }
 
 function emptySums(): Sums {
@@ -382,6 +421,7 @@ function emptySums(): Sums {
     written: 0,
     coalesced: 0,
     dropped: 0,
+    resynced: 0,
     following: {
       tools_list_changed: 0,
       prompts_list_changed: 0,
@@ -396,6 +436,9 @@ function emptySums(): Sums {
     busPublished: 0,
     busReceived: 0,
     busDropped: 0,
+    busResyncs: 0,
+    busUnsubscribed: 0,
+    busUnsent: 0,
   };
 }
 
@@ -408,6 +451,7 @@ function addStats(sum: Sums, stats: HubStats, withKeys: { readonly uris: number;
   sum.written += stats.written;
   sum.coalesced += stats.coalesced;
   sum.dropped += stats.dropped;
+  sum.resynced += stats.resynced;
   sum.following.tools_list_changed += stats.listening.toolsListChanged;
   sum.following.prompts_list_changed += stats.listening.promptsListChanged;
   sum.following.resources_list_changed += stats.listening.resourcesListChanged;
@@ -437,6 +481,9 @@ function addBus(sum: Sums, bus: object): void {
   sum.busPublished += count(counters.published);
   sum.busReceived += count(counters.received);
   sum.busDropped += count(counters.dropped);
+  sum.busResyncs += count(counters.resyncs);
+  sum.busUnsubscribed += count(counters.unsubscribed);
+  sum.busUnsent += count(counters.unsent);
 }
 
 /** Whether the instruments record: the API loaded and a MeterProvider registered before a hub was made. */
