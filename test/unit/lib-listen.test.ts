@@ -11,16 +11,15 @@ import {
   ErrorCode,
   SubscriptionHub,
   toServerCapabilities,
-  type BusInterest,
   type CheckContext,
   type ListenHandlerOptions,
-  type SubscriptionBus,
   type SubscriptionCapabilities,
 } from 'mcp-subscriptions';
 import { anonymousPrincipal } from '../../lib/principal.ts';
 import { createListenHandler, resolveListenOptions } from '../../lib/internal.ts';
 import { EVERY_CAPABILITY } from '../helpers/capabilities.ts';
 import { FakeResponse, recordingLogger, settle, settleUntil } from '../helpers/fake-response.ts';
+import { followingBus } from '../helpers/following-bus.ts';
 import { expectOptionsError, optionsErrorOf } from '../helpers/options.ts';
 import { listenBody, listenHeaders } from '../helpers/sse.ts';
 
@@ -1162,25 +1161,6 @@ describe('bounded authorization: a deadline per listen, a signal per check, a bo
 });
 
 describe('a bus that routes by interest: follow before the ack, unfollow when the stream goes', () => {
-  /** A bus of one member that records what it is told, and lets the test decide when a follow is done. */
-  function followingBus() {
-    const calls: { what: 'follow' | 'unfollow'; interest: BusInterest }[] = [];
-    let gate = deferred<void>();
-    const bus: SubscriptionBus = {
-      join: () => ({
-        publish: () => {},
-        cancel: () => {},
-        leave: () => {},
-        follow: (interest) => {
-          calls.push({ what: 'follow', interest });
-          return gate.promise;
-        },
-        unfollow: (interest) => void calls.push({ what: 'unfollow', interest }),
-      }),
-    };
-    return { bus, calls, open: () => gate.resolve(), reset: () => (gate = deferred<void>()) };
-  }
-
   test('the acknowledgement waits for the bus; the bus is told exactly what was acknowledged', async () => {
     const { bus, calls, open } = followingBus();
     const s = setup({ canRead: (uri) => uri !== 'note://secret' }, { bus });
