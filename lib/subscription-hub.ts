@@ -704,11 +704,15 @@ export class SubscriptionHub implements Hub {
       },
       this.shared,
     );
-    stream.open(init.ackFrame);
+    // Headers first: a response that cannot take them (host middleware sent its own) throws here,
+    // before anything is counted, and the reservation, still held, gives the slot back.
+    stream.open();
+    // Counted before the ack: from here every stream closes exactly once, through onStreamClose.
     this.opened++;
+    stream.acknowledge(init.ackFrame);
+    // The ack's write threw (a wrapped `res.write`): the stream closed as `failed`, unregistered.
+    if (!stream.isOpen) return stream;
     if (isEmptyFilter(filter)) {
-      this.decrementPrincipal(principal);
-      this.closedBy.empty++;
       void stream.end('empty', false, this.options.completeTimeoutMs);
       return stream;
     }
@@ -726,9 +730,22 @@ export class SubscriptionHub implements Hub {
     return stream;
   }
 
+  /**
+   * Every stream counted in `opened` comes here exactly once (its first transition out of open): a
+   * registered one, and one closed before it was registered (an empty filter's, ended at once; one
+   * whose acknowledgement's write threw). It gives back the principal's slot and the bus interest.
+   */
   private readonly onStreamClose = (stream: ListenStream, reason: CloseReason, error?: unknown): void => {
-    // An empty stream was never registered; its close is counted where it was opened.
-    if (!this.streams.delete(stream)) return;
+    const registered = this.streams.delete(stream);
+    const filter = stream.filter;
+    if (registered) {
+      this.byList.tools_list_changed.delete(stream);
+      this.byList.prompts_list_changed.delete(stream);
+      this.byList.resources_list_changed.delete(stream);
+      for (const uri of filter.resourceSubscriptions ?? []) removeFrom(this.byUri, uri, stream);
+      for (const taskId of filter.taskIds ?? []) removeFrom(this.byTask, taskId, stream);
+      removeFrom(this.byRequest, requestKey(stream.principal, stream.id), stream);
+    }
     if (reason === 'failed' && !this.writeFailureLogged) {
       this.writeFailureLogged = true;
       this.options.logger.error(
@@ -736,17 +753,13 @@ export class SubscriptionHub implements Hub {
         { error },
       );
     }
-    const filter = stream.filter;
-    this.byList.tools_list_changed.delete(stream);
-    this.byList.prompts_list_changed.delete(stream);
-    this.byList.resources_list_changed.delete(stream);
-    for (const uri of filter.resourceSubscriptions ?? []) removeFrom(this.byUri, uri, stream);
-    for (const taskId of filter.taskIds ?? []) removeFrom(this.byTask, taskId, stream);
-    removeFrom(this.byRequest, requestKey(stream.principal, stream.id), stream);
     this.decrementPrincipal(stream.principal);
-    this.unfollow(stream.principal, filter);
+    // An empty filter followed nothing (Reservation.follow skips it); any other stream's interest was
+    // handed over by its reservation when it opened.
+    if (!isEmptyFilter(filter)) this.unfollow(stream.principal, filter);
     this.closedBy[reason]++;
-    if (streamCloseChannel.hasSubscribers) {
+    // The diagnostics pair open and close: only a registered stream was announced as open.
+    if (registered && streamCloseChannel.hasSubscribers) {
       streamCloseChannel.publish({
         principal: stream.principal,
         reason,

@@ -5,7 +5,14 @@
  */
 import { describe, expect, test } from '@jest/globals';
 import { createMcpHandler, McpServer, type ServerEventBus } from '@modelcontextprotocol/server';
-import { ErrorCode, MemoryBus, SubscriptionHub, type SubscriptionEvent, type TaskState } from 'mcp-subscriptions';
+import {
+  ErrorCode,
+  MemoryBus,
+  SubscriptionHub,
+  type NotificationFilter,
+  type SubscriptionEvent,
+  type TaskState,
+} from 'mcp-subscriptions';
 import {
   createListenHandler,
   hubEngine,
@@ -15,14 +22,18 @@ import {
 } from '../../lib/internal.ts';
 import { StreamQueue } from '../../lib/stream-queue.ts';
 import {
+  ACK_MARKER,
   FakeResponse,
+  openFollowing,
   openStream,
   recordingLogger,
   report,
   RESULT_MARKER,
   settle,
   subscriptionIdOf,
+  ThrowingResponse,
 } from '../helpers/fake-response.ts';
+import { followingBus } from '../helpers/following-bus.ts';
 import { thrown } from '../helpers/assert.ts';
 import { expectOptionsError, optionsErrorOf } from '../helpers/options.ts';
 import { listenBody, listenHeaders } from '../helpers/sse.ts';
@@ -932,6 +943,110 @@ describe('through the engine: the task index and coalescing, checked by what is 
       'notifications/tasks t1 working',
       'notifications/tools/list_changed',
     ]);
+    await hub.close();
+  });
+});
+
+describe('lifecycle: each listen counted, freed and closed once', () => {
+  const WRITE_THREW = /^writing to a listen stream threw/;
+
+  /** `opened` is every stream open now plus every one closed, by whatever reason. */
+  function expectCountsAddUp(hub: SubscriptionHub): void {
+    const { opened, openStreams, closed } = hub.stats();
+    const sum = Object.values(closed).reduce((a, b) => a + b, 0);
+    expect({ opened, accountedFor: openStreams + sum }).toStrictEqual({ opened, accountedFor: opened });
+  }
+
+  test('an acknowledgement whose write throws leaves nothing registered: counted as failed, logged, its slot and bus interest given back once', async () => {
+    const following = followingBus();
+    following.open();
+    const { hub, logger } = newHub({ bus: following.bus, maxSubscriptionsPerPrincipal: 1 });
+    const filter: NotificationFilter = { toolsListChanged: true, resourceSubscriptions: ['note://a'] };
+    const broken = new ThrowingResponse(true);
+    const stream = await openFollowing(hub, broken, { principal: 'alice', id: 'L', filter });
+    expect(stream.isOpen).toBe(false);
+    expect(broken.destroyed).toBe(true);
+    expect(broken.chunks).toStrictEqual([]);
+    expect(hub.stats()).toMatchObject({
+      openStreams: 0,
+      pendingStreams: 0,
+      opened: 1,
+      closed: { failed: 1 },
+      listening: { toolsListChanged: 0, resourceUris: 0 },
+    });
+    expectCountsAddUp(hub);
+    expect(logger.errors.map(([message]) => message)).toStrictEqual([expect.stringMatching(WRITE_THREW)]);
+    // The interest the bus was told of is given back, exactly once.
+    expect(following.calls.map((call) => call.what)).toStrictEqual(['follow', 'unfollow']);
+    expect(following.calls[1]!.interest).toStrictEqual(following.calls[0]!.interest);
+    // Nothing of it is left to deliver to or to cancel; alice's one slot is hers again.
+    expect(hub.toolsListChanged()).toStrictEqual(report({}));
+    expect(hubEngine(hub).cancel('alice', 'L')).toBe(0);
+    const next = new FakeResponse();
+    openStream(hub, next, { principal: 'alice', id: 'M', filter });
+    expect(hub.openByPrincipal()).toStrictEqual({ alice: 1 });
+    // A second such failure is counted, not logged again.
+    next.clientClose();
+    await openFollowing(hub, new ThrowingResponse(true), { principal: 'alice', id: 'N', filter });
+    expect(hub.stats().closed.failed).toBe(2);
+    expect(logger.errors.length).toBe(1);
+    expectCountsAddUp(hub);
+    await hub.close();
+  });
+
+  test('32 listens whose acknowledgement threw do not lock their principal out', async () => {
+    const { hub } = newHub();
+    for (let id = 1; id <= 32; id++) openStream(hub, new ThrowingResponse(true), { principal: 'alice', id });
+    for (let id = 33; id <= 64; id++) openStream(hub, new FakeResponse(), { principal: 'alice', id });
+    expect(thrown(() => hubEngine(hub).reserve('alice', 65))).toMatchObject({ code: ErrorCode.Protocol });
+    expect(hub.stats()).toMatchObject({ openStreams: 32, opened: 64, closed: { failed: 32 } });
+    expectCountsAddUp(hub);
+    await hub.close();
+  });
+
+  test('an empty filter whose acknowledgement throws is counted as failed, not as empty', async () => {
+    const { hub, logger } = newHub({ maxSubscriptionsPerPrincipal: 1 });
+    const stream = openStream(hub, new ThrowingResponse(true), { filter: {} });
+    await settle();
+    expect(stream.isOpen).toBe(false);
+    expect(hub.stats()).toMatchObject({ opened: 1, closed: { failed: 1, empty: 0 }, pendingStreams: 0 });
+    expect(logger.errors.length).toBe(1);
+    expectCountsAddUp(hub);
+    // An empty filter that acks is counted as empty, once.
+    const res = new FakeResponse();
+    openStream(hub, res, { filter: {} });
+    await settle();
+    expect(res.text).toBe(ACK_MARKER + RESULT_MARKER);
+    expect(hub.stats()).toMatchObject({ opened: 2, closed: { failed: 1, empty: 1 } });
+    expectCountsAddUp(hub);
+    await hub.close();
+  });
+
+  test('a response whose headers cannot be written opens nothing: not counted as opened, and the reservation gives its slot back', async () => {
+    const following = followingBus();
+    following.open();
+    const { hub } = newHub({ bus: following.bus, maxSubscriptionsPerPrincipal: 1 });
+    const sent = new FakeResponse();
+    sent.headersSent = true; // host middleware answered already: writeHead throws ERR_HTTP_HEADERS_SENT
+    const reservation = hubEngine(hub).reserve('alice', 'L');
+    await reservation.follow({ toolsListChanged: true });
+    const error = thrown(() =>
+      reservation.open(sent, {
+        id: 'L',
+        filter: { toolsListChanged: true },
+        keepAliveMs: false,
+        ackFrame: ACK_MARKER,
+        resultFrame: () => RESULT_MARKER,
+      }),
+    );
+    expect(error.code).toBe('ERR_HTTP_HEADERS_SENT');
+    expect(hub.stats()).toMatchObject({ opened: 0, openStreams: 0, pendingStreams: 1 });
+    reservation.release();
+    reservation.release();
+    expect(hub.stats().pendingStreams).toBe(0);
+    expect(following.calls.map((call) => call.what)).toStrictEqual(['follow', 'unfollow']);
+    openStream(hub, new FakeResponse(), { principal: 'alice', id: 'M' });
+    expectCountsAddUp(hub);
     await hub.close();
   });
 });

@@ -887,6 +887,15 @@ describe('keepalive clocks, freed however a stream ends', () => {
     });
   }
 
+  test('an acknowledgement whose write throws starts no keepalive clock', async () => {
+    fakeTimers();
+    const hub = newHub();
+    const stream = openStream(hub, new ThrowingResponse(true), { keepAliveMs: 1000 });
+    expect(stream.isOpen).toBe(false);
+    expect(jest.getTimerCount()).toBe(0);
+    await hub.close();
+  });
+
   test('a write that throws closes its stream as failed, and only that one', async () => {
     fakeTimers();
     const hub = newHub();
