@@ -414,9 +414,10 @@ export interface CheckContext<Req = unknown> {
   /**
    * Aborted when this check is abandoned: it took longer than `authorizeTimeoutMs` (the reason is a
    * `CheckTimeoutError`), the listen's checks together passed `authorizeDeadlineMs` (an
-   * `AuthorizeDeadlineError`), or the client went away before its stream opened. Pass it to your
-   * database calls so that an abandoned check stops costing. Read it during the call (a later call
-   * may be handed the same context once yours returned synchronously).
+   * `AuthorizeDeadlineError`), or the client went away or cancelled the listen
+   * (`notifications/cancelled`) before its stream opened. Pass it to your database calls so that an
+   * abandoned check stops costing. Read it during the call (a later call may be handed the same
+   * context once yours returned synchronously).
    */
   readonly signal: AbortSignal;
 }
