@@ -4,6 +4,7 @@
  * Streams are opened on fake responses whose write() result and 'drain' the tests control.
  */
 import { describe, expect, test } from '@jest/globals';
+import { fc, test as propTest } from '@fast-check/jest';
 import { createMcpHandler, McpServer, type ServerEventBus } from '@modelcontextprotocol/server';
 import {
   ErrorCode,
@@ -18,8 +19,11 @@ import {
   hubEngine,
   refusalHeaders,
   refusalStatus,
+  type ListenStream,
   type ProtocolError,
+  type Reservation,
 } from '../../lib/internal.ts';
+import { anonymousPrincipal } from '../../lib/principal.ts';
 import { StreamQueue } from '../../lib/stream-queue.ts';
 import {
   ACK_MARKER,
@@ -1049,4 +1053,212 @@ describe('lifecycle: each listen counted, freed and closed once', () => {
     expectCountsAddUp(hub);
     await hub.close();
   });
+});
+
+describe('lifecycle, as a property: random opens, failed acks, cancels before open and closes', () => {
+  const MAX = 8;
+  const PER_PRINCIPAL = 3;
+  /** One anonymous identity for the run: the hub lists no waiting listen of it, so no cancel finds one. */
+  const ANONYMOUS = anonymousPrincipal();
+  const principalArb = fc.constantFrom('alice', 'bob', ANONYMOUS);
+  const idArb = fc.integer({ min: 0, max: 2 });
+  /** How an open goes: acknowledged, its ack's write throws, an empty filter (either way), headers already sent. */
+  const kindArb = fc.constantFrom('ok', 'ackThrows', 'empty', 'emptyAckThrows', 'headersSent');
+  type Kind = 'ok' | 'ackThrows' | 'empty' | 'emptyAckThrows' | 'headersSent';
+  const opArb = fc.oneof(
+    fc.record({ op: fc.constant('open' as const), principal: principalArb, id: idArb, kind: kindArb }),
+    fc.record({ op: fc.constant('wait' as const), principal: principalArb, id: idArb }),
+    fc.record({ op: fc.constant('openWaiting' as const), at: fc.nat(), kind: kindArb }),
+    fc.record({ op: fc.constant('releaseWaiting' as const), at: fc.nat() }),
+    fc.record({ op: fc.constant('cancel' as const), principal: principalArb, id: idArb, viaBus: fc.boolean() }),
+    fc.record({ op: fc.constant('hangUp' as const), at: fc.nat() }),
+    fc.record({ op: fc.constant('writeThrows' as const), at: fc.nat() }),
+    fc.record({ op: fc.constant('complete' as const) }),
+  );
+
+  interface Listen {
+    readonly principal: string;
+    readonly id: number;
+    readonly res: ThrowingResponse;
+    reservation: Reservation | undefined;
+    stream: ListenStream | undefined;
+    /** Times the hub called the listen's onCancelled. */
+    cancelled: number;
+    released: boolean;
+  }
+
+  /** Held and waiting: reserved, not opened, released nor cancelled. */
+  const isWaiting = (l: Listen): boolean =>
+    l.reservation !== undefined && l.stream === undefined && !l.released && l.cancelled === 0;
+  const isOpen = (l: Listen): boolean => l.stream?.isOpen === true;
+  const quota = (principal: string): string => (principal === ANONYMOUS ? 'anonymous' : principal);
+
+  function filterOf(kind: Kind, principal: string, id: number): NotificationFilter {
+    return kind === 'empty' || kind === 'emptyAckThrows'
+      ? {}
+      : { toolsListChanged: true, resourceSubscriptions: [`note://${quota(principal)}/${id}`] };
+  }
+
+  propTest.prop([fc.array(opArb, { maxLength: 40 })], { numRuns: 150 })(
+    'opened = openStreams + sum(closed) at every step; slots, per-principal counts and bus interest all come back',
+    async (ops) => {
+      const following = followingBus();
+      following.open();
+      const { hub } = newHub({
+        bus: following.bus,
+        maxSubscriptions: MAX,
+        maxSubscriptionsPerPrincipal: PER_PRINCIPAL,
+      });
+      const engine = hubEngine(hub);
+      const listens: Listen[] = [];
+      const holding = (principal?: string): number =>
+        listens.filter(
+          (l) => (principal === undefined || quota(l.principal) === quota(principal)) && (isOpen(l) || isWaiting(l)),
+        ).length;
+
+      /** Reserves as the model expects: refused exactly when the hub or the principal is full. */
+      const reserve = (principal: string, id: number): Listen | undefined => {
+        const full = holding() >= MAX || holding(principal) >= PER_PRINCIPAL;
+        let reservation: Reservation;
+        try {
+          reservation = engine.reserve(principal, id);
+        } catch (error) {
+          expect({ refused: (error as { code?: string }).code, full }).toStrictEqual({
+            refused: ErrorCode.Protocol,
+            full: true,
+          });
+          return undefined;
+        }
+        expect(full).toBe(false);
+        const listen: Listen = {
+          principal,
+          id,
+          res: new ThrowingResponse(),
+          reservation,
+          stream: undefined,
+          cancelled: 0,
+          released: false,
+        };
+        listens.push(listen);
+        return listen;
+      };
+
+      /** Opens a held reservation as the listen engine does: follow, then open; a failed open is released. */
+      const open = (listen: Listen, kind: Kind): void => {
+        const filter = filterOf(kind, listen.principal, listen.id);
+        void listen.reservation!.follow(filter);
+        if (kind === 'ackThrows' || kind === 'emptyAckThrows') listen.res.armed = true;
+        if (kind === 'headersSent') listen.res.headersSent = true;
+        try {
+          listen.stream = listen.reservation!.open(listen.res, {
+            id: listen.id,
+            filter,
+            keepAliveMs: false,
+            ackFrame: ACK_MARKER,
+            resultFrame: () => RESULT_MARKER,
+          });
+        } catch (error) {
+          expect((error as { code?: string }).code).toBe('ERR_HTTP_HEADERS_SENT');
+          listen.reservation!.release();
+          listen.released = true;
+        }
+      };
+
+      const pick = <T>(list: T[], at: number): T | undefined => list[at % Math.max(1, list.length)];
+
+      for (const op of ops) {
+        switch (op.op) {
+          case 'open': {
+            const listen = reserve(op.principal, op.id);
+            if (listen !== undefined) open(listen, op.kind);
+            break;
+          }
+          case 'wait': {
+            const listen = reserve(op.principal, op.id);
+            listen?.reservation!.cancellable(() => void listen.cancelled++);
+            break;
+          }
+          case 'openWaiting': {
+            const listen = pick(listens.filter(isWaiting), op.at);
+            if (listen !== undefined) open(listen, op.kind);
+            break;
+          }
+          case 'releaseWaiting': {
+            const listen = pick(listens.filter(isWaiting), op.at);
+            if (listen !== undefined) {
+              listen.reservation!.release();
+              listen.released = true;
+            }
+            break;
+          }
+          case 'cancel': {
+            const named = (l: Listen): boolean => l.principal === op.principal && l.id === op.id;
+            const expected = listens.filter(
+              (l) => named(l) && (isOpen(l) || (isWaiting(l) && op.principal !== ANONYMOUS)),
+            ).length;
+            const waiting = listens.filter((l) => named(l) && isWaiting(l));
+            if (op.viaBus) following.listener().cancel(op.principal, op.id);
+            else expect(engine.cancel(op.principal, op.id)).toBe(expected);
+            for (const l of waiting) expect(l.cancelled).toBe(op.principal === ANONYMOUS ? 0 : 1);
+            break;
+          }
+          case 'hangUp':
+            pick(listens.filter(isOpen), op.at)?.res.clientClose();
+            break;
+          case 'writeThrows': {
+            const listen = pick(listens.filter(isOpen), op.at);
+            if (listen !== undefined) {
+              listen.res.armed = true;
+              hub.toolsListChanged();
+            }
+            break;
+          }
+          case 'complete':
+            void hub.complete();
+            break;
+        }
+        await settle();
+        const stats = hub.stats();
+        const closed = Object.values(stats.closed).reduce((a, b) => a + b, 0);
+        expect({ opened: stats.opened, accountedFor: stats.openStreams + closed }).toStrictEqual({
+          opened: stats.opened,
+          accountedFor: stats.opened,
+        });
+        expect({ open: stats.openStreams, pending: stats.pendingStreams }).toStrictEqual({
+          open: listens.filter(isOpen).length,
+          pending: listens.filter(isWaiting).length,
+        });
+        for (const l of listens) expect(l.cancelled).toBeLessThanOrEqual(1);
+      }
+
+      // Everything ends: hang-ups and releases.
+      for (const l of listens) {
+        if (isOpen(l)) l.res.clientClose();
+        if (isWaiting(l)) {
+          l.reservation!.release();
+          l.released = true;
+        }
+      }
+      await settle();
+      const stats = hub.stats();
+      expect(stats).toMatchObject({ openStreams: 0, pendingStreams: 0 });
+      expect(Object.values(stats.closed).reduce((a, b) => a + b, 0)).toBe(stats.opened);
+      expect(hub.openByPrincipal()).toStrictEqual({});
+      for (const l of listens) expect(l.res.violations).toStrictEqual([]);
+      // Every interest the bus was told of was given back, once.
+      const told = (what: 'follow' | 'unfollow'): string[] =>
+        following.calls
+          .filter((call) => call.what === what)
+          .map((call) => JSON.stringify(call.interest))
+          .sort();
+      expect(told('unfollow')).toStrictEqual(told('follow'));
+      // Every principal's count is back to zero: each may hold its whole quota again.
+      for (const principal of ['alice', 'bob', ANONYMOUS]) {
+        const held = Array.from({ length: PER_PRINCIPAL }, (_, i) => engine.reserve(principal, 100 + i));
+        expect(thrown(() => engine.reserve(principal, 200))).toMatchObject({ code: ErrorCode.Protocol });
+        for (const reservation of held) reservation.release();
+      }
+      await hub.close();
+    },
+  );
 });
