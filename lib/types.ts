@@ -279,7 +279,10 @@ export interface PublishReport {
 export type CloseReason =
   /** The client closed the response (HTTP cancellation, spec §4). */
   | 'client'
-  /** The client posted `notifications/cancelled` for it. */
+  /**
+   * The client posted `notifications/cancelled` for it: an open stream, or a listen still waiting to
+   * open (its checks, or the bus), which is then counted as opened too, though nothing was written.
+   */
   | 'cancelled'
   /** The server completed it gracefully (`hub.complete()`, shutdown). */
   | 'complete'
@@ -287,13 +290,16 @@ export type CloseReason =
   | 'empty'
   /** Its client accepted no byte for `stallTimeoutMs`: the socket was destroyed. */
   | 'stalled'
-  /** Writing to its response threw (a middleware's wrapped `res.write`, say): the response was destroyed. */
+  /**
+   * Writing to its response threw (a middleware's wrapped `res.write`, say), the acknowledgement's
+   * write included: the response was destroyed.
+   */
   | 'failed';
 
 /** A snapshot of the hub's state and counters since it was created (`hub.stats()`). */
 export interface HubStats {
   openStreams: number;
-  /** Listen requests holding a slot while their URIs are being authorized. */
+  /** Listen requests holding a slot while their URIs are being authorized (or the bus subscribes). */
   pendingStreams: number;
   /**
    * How many distinct principals hold open streams. Counts only: stats are meant to be exposed, so
@@ -320,7 +326,12 @@ export interface HubStats {
   coalesced: number;
   /** Events discarded unsent from the queues of streams closed as `'stalled'`. */
   dropped: number;
+  /**
+   * Streams opened, and listens cancelled while still waiting to open (also in `closed.cancelled`):
+   * always `openStreams` plus the sum of {@link closed}.
+   */
   opened: number;
+  /** Streams closed, by reason: each stream counted in {@link opened} once, when it stops taking events. */
   closed: Record<CloseReason, number>;
   /** Ending streams cut off because their client did not read the last frames within `completeTimeoutMs`. */
   cutOff: number;
