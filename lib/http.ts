@@ -40,8 +40,9 @@ export interface ListenHandler<Req = unknown> {
    */
   handle(input: ListenInput<Req>, res: StreamResponse): Promise<void>;
   /**
-   * Handles a `notifications/cancelled` body: closes the caller's open streams it names. Returns
-   * `false` when it names none (the adapter passes it on to the host's MCP server).
+   * Handles a `notifications/cancelled` body: ends the caller's listens it names, open or still
+   * waiting to open. Returns `false` when it names none here (the adapter passes it on to the host's
+   * MCP server; the hub has handed it to the bus, for the node that holds the listen).
    */
   cancel(principal: string, body: unknown): boolean;
   /** Counts a refusal the HTTP layer answered itself, before {@link handle} (`stats().refusals`). */

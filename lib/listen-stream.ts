@@ -247,11 +247,10 @@ export class ListenStream {
   }
 
   /**
-   * Writes the headers and the acknowledgement, and starts watching the connection. The hub registers
-   * the stream only after this returns: the ack must be on the wire before any event may follow it.
-   * The ack is a parameter, not kept: with a thousand URIs it is large, and it is written once.
+   * Writes the headers and starts watching the connection. Throws what `writeHead` throws (host
+   * middleware already sent headers): then nothing was attached, and the stream is dropped unopened.
    */
-  open(ackFrame: string): void {
+  open(): void {
     this.res.socket?.setNoDelay?.(true);
     this.res.writeHead(200, { ...SSE_HEADERS });
     streamOf.set(this.res, this);
@@ -259,7 +258,19 @@ export class ListenStream {
     // One 'drain' listener for the stream's life, on what it writes to: a `once` per block would
     // allocate a wrapper each time a socket pushes back.
     this.res.on('drain', onResponseDrain);
+  }
+
+  /**
+   * Writes the acknowledgement, the stream's first frame, after {@link open}. The hub registers the
+   * stream only after this returns, and only if it is still open: the ack must be on the wire before
+   * any event may follow it, and a write that throws has closed the stream as `failed` (`onClose`
+   * ran) before it was ever registered. The ack is a parameter, not kept: with a thousand URIs it is
+   * large, and it is written once.
+   */
+  acknowledge(ackFrame: string): void {
     this.write(ackFrame);
+    // Closed by the write: nothing to start (a keepalive clock joined now would hold it for ever).
+    if (this.state !== OPEN) return;
     // Decided after the ack went through the response: its headers are out with it.
     if (!this.blocked) {
       this.socket = directSocket(this.res);

@@ -340,9 +340,10 @@ export function createListenHandler<Req = unknown>(
       return;
     }
 
-    // The checks end when the client leaves (stop checking and give the slot back) or when the
-    // deadline passes (open with what passed): either way the checks in flight are told so. All of it
-    // is set up only if a check answers with a promise: synchronous checks finish before any I/O.
+    // The checks end when the client leaves or cancels the listen (stop checking and give the slot
+    // back) or when the deadline passes (open with what passed): either way the checks in flight are
+    // told so. All of it is set up only if a check answers with a promise: synchronous checks finish
+    // before any I/O, so nothing can leave or cancel meanwhile.
     let stop: AbortController | undefined;
     const signal = (): AbortSignal => (stop ??= new AbortController()).signal;
     const { authorizeDeadlineMs } = resolved;
@@ -358,6 +359,7 @@ export function createListenHandler<Req = unknown>(
           (stop ??= new AbortController()).abort();
         };
         res.once('close', onGone);
+        reservation.cancellable(cancelled(res, onGone));
         const deadline =
           authorizeDeadlineMs === false
             ? undefined
@@ -406,6 +408,7 @@ export function createListenHandler<Req = unknown>(
         gone = true;
       };
       res.once('close', onGone);
+      reservation.cancellable(cancelled(res, onGone));
       await following;
       res.removeListener('close', onGone);
       if (gone || res.destroyed) {
@@ -429,6 +432,19 @@ export function createListenHandler<Req = unknown>(
       if (hasErrorCode(error, ErrorCode.Protocol)) refuse(res, error as ProtocolError);
       else fail(res, error, request.id);
     }
+  }
+
+  /**
+   * What a `notifications/cancelled` does to a listen still waiting to open (the hub has given its slot
+   * and bus interest back already): `onGone`, as if the client had left, and the response is ended as a
+   * cancelled open stream's is (ListenStream's teardown): destroyed, with nothing written. Not a byte of
+   * it was sent, and cancellation writes nothing more (spec §4): no JSON-RPC error, no acknowledgement.
+   */
+  function cancelled(res: StreamResponse, onGone: () => void): () => void {
+    return () => {
+      onGone();
+      if (!res.writableEnded && !res.destroyed) res.destroy();
+    };
   }
 
   /** Answers a refusal, counted by its reason in the hub's `stats().refusals`. */

@@ -156,6 +156,16 @@ export interface Reservation {
   open(res: StreamResponse, init: OpenInit): ListenStream;
   /** Gives the slot back without opening (the client left, or authorization failed). Idempotent. */
   release(): void;
+  /**
+   * Lets a `notifications/cancelled` end this listen while it waits to open (for its checks, or for
+   * the bus): one naming its id from the same principal, received here ({@link HubEngine.cancel}) or
+   * by another node (over the bus). The cancel gives the slot and the bus interest back at once,
+   * counts the listen as opened and closed `cancelled`, and calls `onCancelled` once, for the caller
+   * to abort its checks and end the response; {@link open} must not be called after it. Called before
+   * the listen first waits (a listen that never waits cannot be cancelled before it opens); a later
+   * call replaces `onCancelled`. An anonymous listen is never listed: nothing may cancel it.
+   */
+  cancellable(onCancelled: () => void): void;
 }
 
 /** What the listen engine does with a hub beyond its public face ({@link Hub}). */
@@ -167,9 +177,10 @@ export interface HubEngine {
   reserve(principal: string, id?: RequestId | null): Reservation;
   /**
    * A `notifications/cancelled` for `principal`'s listen `id`: closes, without writing anything
-   * more, this node's open streams of that principal with that id, and returns how many. When this
-   * node holds none, the cancellation goes to the bus, so that the node holding the stream closes it
-   * (for the same principal only).
+   * more, this node's open streams of that principal with that id, ends those still waiting to open
+   * ({@link Reservation.cancellable}), and returns how many. When this node holds none, the
+   * cancellation goes to the bus, so that the node holding the listen ends it (for the same principal
+   * only).
    */
   cancel(principal: string, id: RequestId): number;
   /** Counts a listen request refused before a stream opened (`stats().refusals`). */
@@ -204,26 +215,26 @@ function requestKey(principal: string, id: RequestId): string {
  * and request keys are held by one stream: a Set each (about 350 bytes, and an allocation per key on
  * open) would be most of an idle stream's memory and of a thousand-URI open's cost.
  */
-type Entry = ListenStream | Set<ListenStream>;
+type Entry<T extends object = ListenStream> = T | Set<T>;
 
-function addTo<K>(index: Map<K, Entry>, key: K, stream: ListenStream): void {
+function addTo<K, T extends object>(index: Map<K, Entry<T>>, key: K, holder: T): void {
   const entry = index.get(key);
-  if (entry === undefined) index.set(key, stream);
-  else if (entry instanceof Set) entry.add(stream);
-  else if (entry !== stream) index.set(key, new Set([entry, stream]));
+  if (entry === undefined) index.set(key, holder);
+  else if (entry instanceof Set) entry.add(holder);
+  else if (entry !== holder) index.set(key, new Set([entry, holder]));
 }
 
-function removeFrom<K>(index: Map<K, Entry>, key: K, stream: ListenStream): void {
+function removeFrom<K, T extends object>(index: Map<K, Entry<T>>, key: K, holder: T): void {
   const entry = index.get(key);
-  if (entry === stream) index.delete(key);
-  else if (entry instanceof Set && entry.delete(stream) && entry.size === 1) {
+  if (entry === holder) index.delete(key);
+  else if (entry instanceof Set && entry.delete(holder) && entry.size === 1) {
     // Back to one holder: the set goes, as it came.
-    index.set(key, entry.values().next().value as ListenStream);
+    index.set(key, entry.values().next().value as T);
   }
 }
 
-/** The streams of an entry, as a list safe to iterate while they close. */
-function streamsOf(entry: Entry | undefined): ListenStream[] {
+/** The holders of an entry, as a list safe to iterate while they close. */
+function holdersOf<T extends object>(entry: Entry<T> | undefined): T[] {
   return entry === undefined ? [] : entry instanceof Set ? [...entry] : [entry];
 }
 
@@ -319,6 +330,12 @@ export class SubscriptionHub implements Hub {
   private readonly byUri = new Map<string, Entry>();
   private readonly byTask = new Map<string, Entry>();
   private readonly byRequest = new Map<string, Entry>();
+  /**
+   * Listens waiting to open (for their checks, or for the bus) by principal and id, each as the cancel
+   * that ends it: what a `notifications/cancelled` finds before the stream opens. Only those that wait
+   * are listed ({@link Reservation.cancellable}).
+   */
+  private readonly waiting = new Map<string, Entry<() => void>>();
   /** Open and pending streams per principal; entries at zero are deleted. */
   private readonly perPrincipal = new Map<string, number>();
   private readonly listeners = new Set<(event: SubscriptionEvent) => void>();
@@ -516,9 +533,19 @@ export class SubscriptionHub implements Hub {
     let held = true;
     /** The bus's hold on what the stream will follow, while the stream is not open: released with the slot. */
     let lease: InterestLease | undefined;
+    /** While listed in `waiting`: its key, and the cancel listed under it. */
+    let waitingKey: string | undefined;
+    let cancelWaiting: (() => void) | undefined;
+    let onCancelled: (() => void) | undefined;
+    const unlist = (): void => {
+      if (waitingKey === undefined) return;
+      removeFrom(this.waiting, waitingKey, cancelWaiting as () => void);
+      waitingKey = undefined;
+    };
     const release = (): void => {
       if (!held) return;
       held = false;
+      unlist();
       this.pending--;
       this.decrementPrincipal(principal);
       lease?.release();
@@ -526,6 +553,22 @@ export class SubscriptionHub implements Hub {
     };
     return {
       release,
+      cancellable: (listener) => {
+        onCancelled = listener;
+        if (!held || waitingKey !== undefined || id === null || isAnonymous(principal)) return;
+        cancelWaiting = () => {
+          if (!held) return;
+          release();
+          // Counted as a stream opened and cancelled, though not a byte was written: the listen was
+          // admitted and its client ended it, as a cancel of an open stream does (not a refusal: the
+          // server said no to nothing), and `opened = openStreams + sum(closed)` still holds.
+          this.opened++;
+          this.closedBy.cancelled++;
+          onCancelled?.();
+        };
+        waitingKey = requestKey(principal, id);
+        addTo(this.waiting, waitingKey, cancelWaiting);
+      },
       follow: (filter) => {
         if (!held || lease !== undefined || this.member.follow === undefined || isEmptyFilter(filter)) return undefined;
         lease = this.follow(principal, filter);
@@ -535,7 +578,7 @@ export class SubscriptionHub implements Hub {
         if (!held) {
           throw new McpSubscriptionsError(
             ErrorCode.Internal,
-            'mcp-subscriptions: a reservation opens at most one stream',
+            'mcp-subscriptions: a reservation opens at most one stream, and none once released or cancelled',
           );
         }
         // The hub may have closed while this request's URIs were being checked: nothing would end
@@ -546,11 +589,11 @@ export class SubscriptionHub implements Hub {
         }
         // The slot stays held until the stream is registered, so that a failed open (headers
         // already sent by host middleware) can still give it back through release().
-        const stream = this.attach(res, principal, init);
+        const stream = this.attach(res, principal, init, lease);
         held = false;
+        unlist();
         this.pending--;
         // From here the stream's close releases the lease (an empty filter took none).
-        stream.lease = lease;
         lease = undefined;
         return stream;
       },
@@ -650,11 +693,17 @@ export class SubscriptionHub implements Hub {
     }
   }
 
-  /** This node's streams of `principal` with listen id `id`, closed; how many. */
+  /**
+   * This node's listens of `principal` with listen id `id`, ended: its open streams closed, and those
+   * still waiting to open (for their checks, or for the bus) ended before they open; how many.
+   */
   private cancelHere(principal: string, id: RequestId): number {
-    const matched = streamsOf(this.byRequest.get(requestKey(principal, id)));
-    for (const stream of matched) stream.cancel('cancelled');
-    return matched.length;
+    const key = requestKey(principal, id);
+    const open = holdersOf(this.byRequest.get(key));
+    const waiting = holdersOf(this.waiting.get(key));
+    for (const stream of open) stream.cancel('cancelled');
+    for (const cancel of waiting) cancel();
+    return open.length + waiting.length;
   }
 
   /** A bus that threw: logged once per outage, not per event. */
@@ -701,7 +750,12 @@ export class SubscriptionHub implements Hub {
     });
   }
 
-  private attach(res: StreamResponse, principal: string, init: OpenInit): ListenStream {
+  private attach(
+    res: StreamResponse,
+    principal: string,
+    init: OpenInit,
+    lease: InterestLease | undefined,
+  ): ListenStream {
     const filter = init.filter;
     const stream = new ListenStream(
       res,
@@ -714,11 +768,17 @@ export class SubscriptionHub implements Hub {
       },
       this.shared,
     );
-    stream.open(init.ackFrame);
+    // Headers first: a response that cannot take them (host middleware sent its own) throws here,
+    // before anything is counted, and the reservation, still held, gives the slot back.
+    stream.open();
+    // Counted before the ack: from here every stream closes exactly once, through onStreamClose, which
+    // releases its lease.
     this.opened++;
+    stream.lease = lease;
+    stream.acknowledge(init.ackFrame);
+    // The ack's write threw (a wrapped `res.write`): the stream closed as `failed`, unregistered.
+    if (!stream.isOpen) return stream;
     if (isEmptyFilter(filter)) {
-      this.decrementPrincipal(principal);
-      this.closedBy.empty++;
       void stream.end('empty', false, this.options.completeTimeoutMs);
       return stream;
     }
@@ -736,9 +796,22 @@ export class SubscriptionHub implements Hub {
     return stream;
   }
 
+  /**
+   * Every stream counted in `opened` comes here exactly once (its first transition out of open): a
+   * registered one, and one closed before it was registered (an empty filter's, ended at once; one
+   * whose acknowledgement's write threw). It gives back the principal's slot and the bus interest.
+   */
   private readonly onStreamClose = (stream: ListenStream, reason: CloseReason, error?: unknown): void => {
-    // An empty stream was never registered; its close is counted where it was opened.
-    if (!this.streams.delete(stream)) return;
+    const registered = this.streams.delete(stream);
+    const filter = stream.filter;
+    if (registered) {
+      this.byList.tools_list_changed.delete(stream);
+      this.byList.prompts_list_changed.delete(stream);
+      this.byList.resources_list_changed.delete(stream);
+      for (const uri of filter.resourceSubscriptions ?? []) removeFrom(this.byUri, uri, stream);
+      for (const taskId of filter.taskIds ?? []) removeFrom(this.byTask, taskId, stream);
+      removeFrom(this.byRequest, requestKey(stream.principal, stream.id), stream);
+    }
     if (reason === 'failed' && !this.writeFailureLogged) {
       this.writeFailureLogged = true;
       this.options.logger.error(
@@ -746,18 +819,13 @@ export class SubscriptionHub implements Hub {
         { error },
       );
     }
-    const filter = stream.filter;
-    this.byList.tools_list_changed.delete(stream);
-    this.byList.prompts_list_changed.delete(stream);
-    this.byList.resources_list_changed.delete(stream);
-    for (const uri of filter.resourceSubscriptions ?? []) removeFrom(this.byUri, uri, stream);
-    for (const taskId of filter.taskIds ?? []) removeFrom(this.byTask, taskId, stream);
-    removeFrom(this.byRequest, requestKey(stream.principal, stream.id), stream);
     this.decrementPrincipal(stream.principal);
+    // The bus interest the stream's reservation handed over when it opened (an empty filter took none).
     stream.lease?.release();
     stream.lease = undefined;
     this.closedBy[reason]++;
-    if (streamCloseChannel.hasSubscribers) {
+    // The diagnostics pair open and close: only a registered stream was announced as open.
+    if (registered && streamCloseChannel.hasSubscribers) {
       streamCloseChannel.publish({
         principal: stream.principal,
         reason,
@@ -824,7 +892,7 @@ export class SubscriptionHub implements Hub {
     for (const uri of uris) this.fanOut({ kind: 'resource_updated', uri }, report);
     this.resynced += report.matched;
     const ending = new Set<ListenStream>();
-    for (const taskId of taskIds) for (const stream of streamsOf(this.byTask.get(taskId))) ending.add(stream);
+    for (const taskId of taskIds) for (const stream of holdersOf(this.byTask.get(taskId))) ending.add(stream);
     for (const stream of ending) void stream.end('resync', true, this.options.completeTimeoutMs);
   }
 

@@ -314,7 +314,10 @@ export interface PublishReport {
 export type CloseReason =
   /** The client closed the response (HTTP cancellation, spec §4). */
   | 'client'
-  /** The client posted `notifications/cancelled` for it. */
+  /**
+   * The client posted `notifications/cancelled` for it: an open stream, or a listen still waiting to
+   * open (its checks, or the bus), which is then counted as opened too, though nothing was written.
+   */
   | 'cancelled'
   /** The server completed it gracefully (`hub.complete()`, shutdown). */
   | 'complete'
@@ -322,7 +325,10 @@ export type CloseReason =
   | 'empty'
   /** Its client accepted no byte for `stallTimeoutMs`: the socket was destroyed. */
   | 'stalled'
-  /** Writing to its response threw (a middleware's wrapped `res.write`, say): the response was destroyed. */
+  /**
+   * Writing to its response threw (a middleware's wrapped `res.write`, say), the acknowledgement's
+   * write included: the response was destroyed.
+   */
   | 'failed'
   /**
    * Ended gracefully (its terminal result) because a task it follows may have changed while the bus
@@ -334,7 +340,7 @@ export type CloseReason =
 /** A snapshot of the hub's state and counters since it was created (`hub.stats()`). */
 export interface HubStats {
   openStreams: number;
-  /** Listen requests holding a slot while their URIs are being authorized. */
+  /** Listen requests holding a slot while their URIs are being authorized (or the bus subscribes). */
   pendingStreams: number;
   /**
    * How many distinct principals hold open streams. Counts only: stats are meant to be exposed, so
@@ -366,7 +372,12 @@ export interface HubStats {
    * move), each stream following a key that may have changed meanwhile is told once, as if it had.
    */
   resynced: number;
+  /**
+   * Streams opened, and listens cancelled while still waiting to open (also in `closed.cancelled`):
+   * always `openStreams` plus the sum of {@link closed}.
+   */
   opened: number;
+  /** Streams closed, by reason: each stream counted in {@link opened} once, when it stops taking events. */
   closed: Record<CloseReason, number>;
   /** Ending streams cut off because their client did not read the last frames within `completeTimeoutMs`. */
   cutOff: number;
@@ -460,9 +471,10 @@ export interface CheckContext<Req = unknown> {
   /**
    * Aborted when this check is abandoned: it took longer than `authorizeTimeoutMs` (the reason is a
    * `CheckTimeoutError`), the listen's checks together passed `authorizeDeadlineMs` (an
-   * `AuthorizeDeadlineError`), or the client went away before its stream opened. Pass it to your
-   * database calls so that an abandoned check stops costing. Read it during the call (a later call
-   * may be handed the same context once yours returned synchronously).
+   * `AuthorizeDeadlineError`), or the client went away or cancelled the listen
+   * (`notifications/cancelled`) before its stream opened. Pass it to your database calls so that an
+   * abandoned check stops costing. Read it during the call (a later call may be handed the same
+   * context once yours returned synchronously).
    */
   readonly signal: AbortSignal;
 }

@@ -123,6 +123,21 @@ export class FakeResponse extends EventEmitter implements StreamResponse {
   }
 }
 
+/**
+ * A response whose `write()` throws while `armed`, as a write wrapped by a middleware may (a logging or
+ * compression middleware with a bug). Armed from the start, the acknowledgement's own write throws.
+ */
+export class ThrowingResponse extends FakeResponse {
+  constructor(public armed = false) {
+    super();
+  }
+
+  override write(chunk: string): boolean {
+    if (this.armed) throw new Error('the wrapped write broke');
+    return super.write(chunk);
+  }
+}
+
 /** Marker frames for hub tests that open streams directly: SSE comments, so events still parse. */
 export const ACK_MARKER = ': test-ack\n\n';
 export const RESULT_MARKER = ': test-result\n\n';

@@ -1,7 +1,9 @@
 /**
  * The Express middleware over real loopback sockets, on Express 5 and Express 4, read by a real SSE
- * client: the stream's frames and keepalives, hang-up and cancellation, capacity, backpressure with
- * a client that stops reading, and that an open stream pins neither `req.body` nor the parsed body.
+ * client: the stream's frames and keepalives, hang-up and cancellation, capacity, a listen's life
+ * before its stream opens (an ack whose wrapped write throws, a cancel while the checks run),
+ * backpressure with a client that stops reading, and that an open stream pins neither `req.body` nor
+ * the parsed body.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import http from 'node:http';
@@ -326,6 +328,134 @@ for (const flavour of expressFlavours) {
         expect(right.status).toBe(202);
         await stream.end();
       } finally {
+        await s.cleanup();
+      }
+    });
+  });
+
+  describe(`${flavour.name}: a listen's life before its stream opens`, () => {
+    /** Host middleware whose wrapped `res.write` throws on its first call, for requests marked `x-break-write`. */
+    const breakFirstWrite: RequestHandler = (req, res, next) => {
+      if (req.get('x-break-write') !== undefined) {
+        const write = res.write.bind(res) as (chunk: string) => boolean;
+        let calls = 0;
+        res.write = ((chunk: string) => {
+          if (calls++ === 0) throw new Error('the wrapped write broke');
+          return write(chunk);
+        }) as typeof res.write;
+      }
+      next();
+    };
+
+    test('listens whose acknowledgement write throws fail alone: 32 of them do not lock their principal out', async () => {
+      const s = await serve(flavour, { before: [breakFirstWrite] });
+      try {
+        const broken = await Promise.all(
+          Array.from({ length: 32 }, (_, i) =>
+            post(
+              s.url,
+              listenBody(`broken-${i}`, { toolsListChanged: true }),
+              listenHeaders({ 'x-user': 'alice', 'x-break-write': '1' }),
+            ).then(
+              () => 'answered',
+              (error: Error) => error.message,
+            ),
+          ),
+        );
+        // Nothing was sent (the headers go out with the first write): the connection is closed.
+        expect(new Set(broken)).toStrictEqual(new Set(['socket hang up']));
+        expect(s.hub.stats()).toMatchObject({ openStreams: 0, pendingStreams: 0, opened: 32, closed: { failed: 32 } });
+        const logger = s.hub.options.logger as ReturnType<typeof recordingLogger>;
+        expect(logger.errors.map(([message]) => message)).toStrictEqual([
+          expect.stringMatching(/^writing to a listen stream threw/),
+        ]);
+
+        // Alice's 32 slots are all hers: 32 listens are acknowledged, the 33rd refused for capacity.
+        const streams = await Promise.all(
+          Array.from({ length: 33 }, (_, i) => s.open(`L-${i}`, { toolsListChanged: true }, 'alice')),
+        );
+        const refused = streams.filter((stream) => stream.status === 503);
+        expect(refused.length).toBe(1);
+        await refused[0]!.end();
+        expect(refused[0]!.headers['retry-after']).toBe('1');
+        expect(JSON.parse(refused[0]!.text)).toMatchObject({
+          error: { code: -32603, message: 'Subscription limit reached' },
+        });
+        const acked = streams.filter((stream) => stream.status === 200);
+        expect(acked.length).toBe(32);
+        for (const stream of acked) {
+          expect((await stream.event(1)).json.method).toBe('notifications/subscriptions/acknowledged');
+        }
+        expect(s.hub.stats()).toMatchObject({ openStreams: 32, opened: 64 });
+
+        // One goes: alice may listen again at once.
+        acked[0]!.close();
+        await waitFor(() => s.hub.stats().openStreams === 31, 'the closed stream freed');
+        const again = await s.open('again', { toolsListChanged: true }, 'alice');
+        expect(again.status).toBe(200);
+        await again.event(1);
+      } finally {
+        await s.cleanup();
+      }
+    });
+
+    test('a listen cancelled by its principal while its slow read check runs never opens; the cancel gets 202', async () => {
+      let release!: (ok: boolean) => void;
+      const checked = new Promise<boolean>((resolve) => (release = resolve));
+      const signals: AbortSignal[] = [];
+      const s = await serve(flavour, {
+        options: {
+          canRead: (_uri, context) => {
+            signals.push(context.signal);
+            return checked;
+          },
+        },
+      });
+      try {
+        const listening = post(
+          s.url,
+          listenBody('slow', { resourceSubscriptions: ['note://alice/todo'] }),
+          listenHeaders({ 'x-user': 'alice' }),
+        );
+        const outcome = listening.then(
+          (stream) => `answered ${stream.status}`,
+          (error: Error) => error.message,
+        );
+        await waitFor(() => signals.length === 1, 'the read check');
+        expect(s.hub.stats().pendingStreams).toBe(1);
+
+        // Bob naming alice's id cancels nothing: passed on to the host.
+        const foreign = await post(s.url, cancelBody('slow'), { 'content-type': 'application/json', 'x-user': 'bob' });
+        await foreign.end();
+        expect(foreign.status).toBe(200);
+        expect(s.hub.stats().pendingStreams).toBe(1);
+
+        const own = await post(s.url, cancelBody('slow'), {
+          'content-type': 'application/json',
+          'mcp-method': 'notifications/cancelled',
+          'x-user': 'alice',
+        });
+        await own.end();
+        expect(own.status).toBe(202);
+        expect(own.text).toBe('');
+        // The listen's response ends with nothing written: not even its headers.
+        expect(await outcome).toBe('socket hang up');
+        expect(signals[0]!.aborted).toBe(true);
+        expect(s.hub.stats()).toMatchObject({
+          openStreams: 0,
+          pendingStreams: 0,
+          opened: 1,
+          closed: { cancelled: 1 },
+        });
+
+        // The check answering late opens nothing.
+        release(true);
+        const probe = await s.open('probe', { toolsListChanged: true }, 'alice');
+        await probe.event(1);
+        expect(s.hub.stats()).toMatchObject({ openStreams: 1, opened: 2 });
+        expect(s.passedOn.map((passed) => passed.user)).toStrictEqual(['bob']);
+      } finally {
+        release(true);
         await s.cleanup();
       }
     });

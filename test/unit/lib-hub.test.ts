@@ -4,25 +4,40 @@
  * Streams are opened on fake responses whose write() result and 'drain' the tests control.
  */
 import { describe, expect, test } from '@jest/globals';
+import { fc, test as propTest } from '@fast-check/jest';
 import { createMcpHandler, McpServer, type ServerEventBus } from '@modelcontextprotocol/server';
-import { ErrorCode, MemoryBus, SubscriptionHub, type SubscriptionEvent, type TaskState } from 'mcp-subscriptions';
+import {
+  ErrorCode,
+  MemoryBus,
+  SubscriptionHub,
+  type NotificationFilter,
+  type SubscriptionEvent,
+  type TaskState,
+} from 'mcp-subscriptions';
 import {
   createListenHandler,
   hubEngine,
   refusalHeaders,
   refusalStatus,
+  type ListenStream,
   type ProtocolError,
+  type Reservation,
 } from '../../lib/internal.ts';
+import { anonymousPrincipal } from '../../lib/principal.ts';
 import { StreamQueue } from '../../lib/stream-queue.ts';
 import {
+  ACK_MARKER,
   FakeResponse,
+  openFollowing,
   openStream,
   recordingLogger,
   report,
   RESULT_MARKER,
   settle,
   subscriptionIdOf,
+  ThrowingResponse,
 } from '../helpers/fake-response.ts';
+import { followingBus } from '../helpers/following-bus.ts';
 import { thrown } from '../helpers/assert.ts';
 import { expectOptionsError, optionsErrorOf } from '../helpers/options.ts';
 import { listenBody, listenHeaders } from '../helpers/sse.ts';
@@ -934,4 +949,316 @@ describe('through the engine: the task index and coalescing, checked by what is 
     ]);
     await hub.close();
   });
+});
+
+describe('lifecycle: each listen counted, freed and closed once', () => {
+  const WRITE_THREW = /^writing to a listen stream threw/;
+
+  /** `opened` is every stream open now plus every one closed, by whatever reason. */
+  function expectCountsAddUp(hub: SubscriptionHub): void {
+    const { opened, openStreams, closed } = hub.stats();
+    const sum = Object.values(closed).reduce((a, b) => a + b, 0);
+    expect({ opened, accountedFor: openStreams + sum }).toStrictEqual({ opened, accountedFor: opened });
+  }
+
+  test('an acknowledgement whose write throws leaves nothing registered: counted as failed, logged, its slot and bus interest given back once', async () => {
+    const following = followingBus();
+    following.open();
+    const { hub, logger } = newHub({ bus: following.bus, maxSubscriptionsPerPrincipal: 1 });
+    const filter: NotificationFilter = { toolsListChanged: true, resourceSubscriptions: ['note://a'] };
+    const broken = new ThrowingResponse(true);
+    const stream = await openFollowing(hub, broken, { principal: 'alice', id: 'L', filter });
+    expect(stream.isOpen).toBe(false);
+    expect(broken.destroyed).toBe(true);
+    expect(broken.chunks).toStrictEqual([]);
+    expect(hub.stats()).toMatchObject({
+      openStreams: 0,
+      pendingStreams: 0,
+      opened: 1,
+      closed: { failed: 1 },
+      listening: { toolsListChanged: 0, resourceUris: 0 },
+    });
+    expectCountsAddUp(hub);
+    expect(logger.errors.map(([message]) => message)).toStrictEqual([expect.stringMatching(WRITE_THREW)]);
+    // The interest the bus was told of is given back, exactly once.
+    expect(following.calls.map((call) => call.what)).toStrictEqual(['follow', 'unfollow']);
+    expect(following.calls[1]!.interest).toStrictEqual(following.calls[0]!.interest);
+    // Nothing of it is left to deliver to or to cancel; alice's one slot is hers again.
+    expect(hub.toolsListChanged()).toStrictEqual(report({}));
+    expect(hubEngine(hub).cancel('alice', 'L')).toBe(0);
+    const next = new FakeResponse();
+    openStream(hub, next, { principal: 'alice', id: 'M', filter });
+    expect(hub.openByPrincipal()).toStrictEqual({ alice: 1 });
+    // A second such failure is counted, not logged again.
+    next.clientClose();
+    await openFollowing(hub, new ThrowingResponse(true), { principal: 'alice', id: 'N', filter });
+    expect(hub.stats().closed.failed).toBe(2);
+    expect(logger.errors.length).toBe(1);
+    expectCountsAddUp(hub);
+    await hub.close();
+  });
+
+  test('32 listens whose acknowledgement threw do not lock their principal out', async () => {
+    const { hub } = newHub();
+    for (let id = 1; id <= 32; id++) openStream(hub, new ThrowingResponse(true), { principal: 'alice', id });
+    for (let id = 33; id <= 64; id++) openStream(hub, new FakeResponse(), { principal: 'alice', id });
+    expect(thrown(() => hubEngine(hub).reserve('alice', 65))).toMatchObject({ code: ErrorCode.Protocol });
+    expect(hub.stats()).toMatchObject({ openStreams: 32, opened: 64, closed: { failed: 32 } });
+    expectCountsAddUp(hub);
+    await hub.close();
+  });
+
+  test('an empty filter whose acknowledgement throws is counted as failed, not as empty', async () => {
+    const { hub, logger } = newHub({ maxSubscriptionsPerPrincipal: 1 });
+    const stream = openStream(hub, new ThrowingResponse(true), { filter: {} });
+    await settle();
+    expect(stream.isOpen).toBe(false);
+    expect(hub.stats()).toMatchObject({ opened: 1, closed: { failed: 1, empty: 0 }, pendingStreams: 0 });
+    expect(logger.errors.length).toBe(1);
+    expectCountsAddUp(hub);
+    // An empty filter that acks is counted as empty, once.
+    const res = new FakeResponse();
+    openStream(hub, res, { filter: {} });
+    await settle();
+    expect(res.text).toBe(ACK_MARKER + RESULT_MARKER);
+    expect(hub.stats()).toMatchObject({ opened: 2, closed: { failed: 1, empty: 1 } });
+    expectCountsAddUp(hub);
+    await hub.close();
+  });
+
+  test('a response whose headers cannot be written opens nothing: not counted as opened, and the reservation gives its slot back', async () => {
+    const following = followingBus();
+    following.open();
+    const { hub } = newHub({ bus: following.bus, maxSubscriptionsPerPrincipal: 1 });
+    const sent = new FakeResponse();
+    sent.headersSent = true; // host middleware answered already: writeHead throws ERR_HTTP_HEADERS_SENT
+    const reservation = hubEngine(hub).reserve('alice', 'L');
+    await reservation.follow({ toolsListChanged: true });
+    const error = thrown(() =>
+      reservation.open(sent, {
+        id: 'L',
+        filter: { toolsListChanged: true },
+        keepAliveMs: false,
+        ackFrame: ACK_MARKER,
+        resultFrame: () => RESULT_MARKER,
+      }),
+    );
+    expect(error.code).toBe('ERR_HTTP_HEADERS_SENT');
+    expect(hub.stats()).toMatchObject({ opened: 0, openStreams: 0, pendingStreams: 1 });
+    reservation.release();
+    reservation.release();
+    expect(hub.stats().pendingStreams).toBe(0);
+    expect(following.calls.map((call) => call.what)).toStrictEqual(['follow', 'unfollow']);
+    openStream(hub, new FakeResponse(), { principal: 'alice', id: 'M' });
+    expectCountsAddUp(hub);
+    await hub.close();
+  });
+});
+
+describe('lifecycle, as a property: random opens, failed acks, cancels before open and closes', () => {
+  const MAX = 8;
+  const PER_PRINCIPAL = 3;
+  /** One anonymous identity for the run: the hub lists no waiting listen of it, so no cancel finds one. */
+  const ANONYMOUS = anonymousPrincipal();
+  const principalArb = fc.constantFrom('alice', 'bob', ANONYMOUS);
+  const idArb = fc.integer({ min: 0, max: 2 });
+  /** How an open goes: acknowledged, its ack's write throws, an empty filter (either way), headers already sent. */
+  const kindArb = fc.constantFrom('ok', 'ackThrows', 'empty', 'emptyAckThrows', 'headersSent');
+  type Kind = 'ok' | 'ackThrows' | 'empty' | 'emptyAckThrows' | 'headersSent';
+  const opArb = fc.oneof(
+    fc.record({ op: fc.constant('open' as const), principal: principalArb, id: idArb, kind: kindArb }),
+    fc.record({ op: fc.constant('wait' as const), principal: principalArb, id: idArb }),
+    fc.record({ op: fc.constant('openWaiting' as const), at: fc.nat(), kind: kindArb }),
+    fc.record({ op: fc.constant('releaseWaiting' as const), at: fc.nat() }),
+    fc.record({ op: fc.constant('cancel' as const), principal: principalArb, id: idArb, viaBus: fc.boolean() }),
+    fc.record({ op: fc.constant('hangUp' as const), at: fc.nat() }),
+    fc.record({ op: fc.constant('writeThrows' as const), at: fc.nat() }),
+    fc.record({ op: fc.constant('complete' as const) }),
+  );
+
+  interface Listen {
+    readonly principal: string;
+    readonly id: number;
+    readonly res: ThrowingResponse;
+    reservation: Reservation | undefined;
+    stream: ListenStream | undefined;
+    /** Times the hub called the listen's onCancelled. */
+    cancelled: number;
+    released: boolean;
+  }
+
+  /** Held and waiting: reserved, not opened, released nor cancelled. */
+  const isWaiting = (l: Listen): boolean =>
+    l.reservation !== undefined && l.stream === undefined && !l.released && l.cancelled === 0;
+  const isOpen = (l: Listen): boolean => l.stream?.isOpen === true;
+  const quota = (principal: string): string => (principal === ANONYMOUS ? 'anonymous' : principal);
+
+  function filterOf(kind: Kind, principal: string, id: number): NotificationFilter {
+    return kind === 'empty' || kind === 'emptyAckThrows'
+      ? {}
+      : { toolsListChanged: true, resourceSubscriptions: [`note://${quota(principal)}/${id}`] };
+  }
+
+  propTest.prop([fc.array(opArb, { maxLength: 40 })], { numRuns: 150 })(
+    'opened = openStreams + sum(closed) at every step; slots, per-principal counts and bus interest all come back',
+    async (ops) => {
+      const following = followingBus();
+      following.open();
+      const { hub } = newHub({
+        bus: following.bus,
+        maxSubscriptions: MAX,
+        maxSubscriptionsPerPrincipal: PER_PRINCIPAL,
+      });
+      const engine = hubEngine(hub);
+      const listens: Listen[] = [];
+      const holding = (principal?: string): number =>
+        listens.filter(
+          (l) => (principal === undefined || quota(l.principal) === quota(principal)) && (isOpen(l) || isWaiting(l)),
+        ).length;
+
+      /** Reserves as the model expects: refused exactly when the hub or the principal is full. */
+      const reserve = (principal: string, id: number): Listen | undefined => {
+        const full = holding() >= MAX || holding(principal) >= PER_PRINCIPAL;
+        let reservation: Reservation;
+        try {
+          reservation = engine.reserve(principal, id);
+        } catch (error) {
+          expect({ refused: (error as { code?: string }).code, full }).toStrictEqual({
+            refused: ErrorCode.Protocol,
+            full: true,
+          });
+          return undefined;
+        }
+        expect(full).toBe(false);
+        const listen: Listen = {
+          principal,
+          id,
+          res: new ThrowingResponse(),
+          reservation,
+          stream: undefined,
+          cancelled: 0,
+          released: false,
+        };
+        listens.push(listen);
+        return listen;
+      };
+
+      /** Opens a held reservation as the listen engine does: follow, then open; a failed open is released. */
+      const open = (listen: Listen, kind: Kind): void => {
+        const filter = filterOf(kind, listen.principal, listen.id);
+        void listen.reservation!.follow(filter);
+        if (kind === 'ackThrows' || kind === 'emptyAckThrows') listen.res.armed = true;
+        if (kind === 'headersSent') listen.res.headersSent = true;
+        try {
+          listen.stream = listen.reservation!.open(listen.res, {
+            id: listen.id,
+            filter,
+            keepAliveMs: false,
+            ackFrame: ACK_MARKER,
+            resultFrame: () => RESULT_MARKER,
+          });
+        } catch (error) {
+          expect((error as { code?: string }).code).toBe('ERR_HTTP_HEADERS_SENT');
+          listen.reservation!.release();
+          listen.released = true;
+        }
+      };
+
+      const pick = <T>(list: T[], at: number): T | undefined => list[at % Math.max(1, list.length)];
+
+      for (const op of ops) {
+        switch (op.op) {
+          case 'open': {
+            const listen = reserve(op.principal, op.id);
+            if (listen !== undefined) open(listen, op.kind);
+            break;
+          }
+          case 'wait': {
+            const listen = reserve(op.principal, op.id);
+            listen?.reservation!.cancellable(() => void listen.cancelled++);
+            break;
+          }
+          case 'openWaiting': {
+            const listen = pick(listens.filter(isWaiting), op.at);
+            if (listen !== undefined) open(listen, op.kind);
+            break;
+          }
+          case 'releaseWaiting': {
+            const listen = pick(listens.filter(isWaiting), op.at);
+            if (listen !== undefined) {
+              listen.reservation!.release();
+              listen.released = true;
+            }
+            break;
+          }
+          case 'cancel': {
+            const named = (l: Listen): boolean => l.principal === op.principal && l.id === op.id;
+            const expected = listens.filter(
+              (l) => named(l) && (isOpen(l) || (isWaiting(l) && op.principal !== ANONYMOUS)),
+            ).length;
+            const waiting = listens.filter((l) => named(l) && isWaiting(l));
+            if (op.viaBus) following.listener().cancel(op.principal, op.id);
+            else expect(engine.cancel(op.principal, op.id)).toBe(expected);
+            for (const l of waiting) expect(l.cancelled).toBe(op.principal === ANONYMOUS ? 0 : 1);
+            break;
+          }
+          case 'hangUp':
+            pick(listens.filter(isOpen), op.at)?.res.clientClose();
+            break;
+          case 'writeThrows': {
+            const listen = pick(listens.filter(isOpen), op.at);
+            if (listen !== undefined) {
+              listen.res.armed = true;
+              hub.toolsListChanged();
+            }
+            break;
+          }
+          case 'complete':
+            void hub.complete();
+            break;
+        }
+        await settle();
+        const stats = hub.stats();
+        const closed = Object.values(stats.closed).reduce((a, b) => a + b, 0);
+        expect({ opened: stats.opened, accountedFor: stats.openStreams + closed }).toStrictEqual({
+          opened: stats.opened,
+          accountedFor: stats.opened,
+        });
+        expect({ open: stats.openStreams, pending: stats.pendingStreams }).toStrictEqual({
+          open: listens.filter(isOpen).length,
+          pending: listens.filter(isWaiting).length,
+        });
+        for (const l of listens) expect(l.cancelled).toBeLessThanOrEqual(1);
+      }
+
+      // Everything ends: hang-ups and releases.
+      for (const l of listens) {
+        if (isOpen(l)) l.res.clientClose();
+        if (isWaiting(l)) {
+          l.reservation!.release();
+          l.released = true;
+        }
+      }
+      await settle();
+      const stats = hub.stats();
+      expect(stats).toMatchObject({ openStreams: 0, pendingStreams: 0 });
+      expect(Object.values(stats.closed).reduce((a, b) => a + b, 0)).toBe(stats.opened);
+      expect(hub.openByPrincipal()).toStrictEqual({});
+      for (const l of listens) expect(l.res.violations).toStrictEqual([]);
+      // Every interest the bus was told of was given back, once.
+      const told = (what: 'follow' | 'unfollow'): string[] =>
+        following.calls
+          .filter((call) => call.what === what)
+          .map((call) => JSON.stringify(call.interest))
+          .sort();
+      expect(told('unfollow')).toStrictEqual(told('follow'));
+      // Every principal's count is back to zero: each may hold its whole quota again.
+      for (const principal of ['alice', 'bob', ANONYMOUS]) {
+        const held = Array.from({ length: PER_PRINCIPAL }, (_, i) => engine.reserve(principal, 100 + i));
+        expect(thrown(() => engine.reserve(principal, 200))).toMatchObject({ code: ErrorCode.Protocol });
+        for (const reservation of held) reservation.release();
+      }
+      await hub.close();
+    },
+  );
 });

@@ -9,18 +9,18 @@ import {
   defineCapabilities,
   DiagnosticsChannel,
   ErrorCode,
+  MemoryBus,
   SubscriptionHub,
   toServerCapabilities,
-  type BusInterest,
   type CheckContext,
   type ListenHandlerOptions,
-  type SubscriptionBus,
   type SubscriptionCapabilities,
 } from 'mcp-subscriptions';
 import { anonymousPrincipal } from '../../lib/principal.ts';
-import { createListenHandler, resolveListenOptions } from '../../lib/internal.ts';
+import { createListenHandler, hubEngine, resolveListenOptions } from '../../lib/internal.ts';
 import { EVERY_CAPABILITY } from '../helpers/capabilities.ts';
 import { FakeResponse, recordingLogger, settle, settleUntil } from '../helpers/fake-response.ts';
+import { followingBus } from '../helpers/following-bus.ts';
 import { expectOptionsError, optionsErrorOf } from '../helpers/options.ts';
 import { listenBody, listenHeaders } from '../helpers/sse.ts';
 
@@ -1162,25 +1162,6 @@ describe('bounded authorization: a deadline per listen, a signal per check, a bo
 });
 
 describe('a bus that routes by interest: follow before the ack, unfollow when the stream goes', () => {
-  /** A bus of one member that records what it is told, and lets the test decide when a follow is done. */
-  function followingBus() {
-    const calls: { what: 'follow' | 'unfollow'; interest: BusInterest }[] = [];
-    let gate = deferred<void>();
-    const bus: SubscriptionBus = {
-      join: () => ({
-        publish: () => {},
-        cancel: () => {},
-        leave: () => {},
-        follow: (interest) => {
-          calls.push({ what: 'follow', interest });
-          return gate.promise;
-        },
-        unfollow: (interest) => void calls.push({ what: 'unfollow', interest }),
-      }),
-    };
-    return { bus, calls, open: () => gate.resolve(), reset: () => (gate = deferred<void>()) };
-  }
-
   test('the acknowledgement waits for the bus; the bus is told exactly what was acknowledged', async () => {
     const { bus, calls, open } = followingBus();
     const s = setup({ canRead: (uri) => uri !== 'note://secret' }, { bus });
@@ -1247,5 +1228,136 @@ describe('a bus that routes by interest: follow before the ack, unfollow when th
     expect(calls).toStrictEqual([
       { what: 'follow', interest: { principal: undefined, lists: ['tools_list_changed'], uris: [], taskIds: [] } },
     ]);
+  });
+});
+
+describe('notifications/cancelled before the stream opens', () => {
+  /** `opened` is every stream open now plus every one closed, by whatever reason. */
+  function expectCountsAddUp(hub: SubscriptionHub): void {
+    const { opened, openStreams, closed } = hub.stats();
+    const sum = Object.values(closed).reduce((a, b) => a + b, 0);
+    expect({ opened, accountedFor: openStreams + sum }).toStrictEqual({ opened, accountedFor: opened });
+  }
+
+  /** A read check that waits for the test, one gate per call, and keeps the signal each call was given. */
+  function gatedChecks() {
+    const gates: { uri: string; gate: ReturnType<typeof deferred<boolean>>; signal: AbortSignal }[] = [];
+    const canRead = (uri: string, context: CheckContext): Promise<boolean> => {
+      const gate = deferred<boolean>();
+      gates.push({ uri, gate, signal: context.signal });
+      return gate.promise;
+    };
+    return { gates, canRead, passAll: () => gates.forEach(({ gate }) => gate.resolve(true)) };
+  }
+
+  function startListen(s: Setup, res: FakeResponse, id: string | number, principal = 'alice'): Promise<void> {
+    return s.handler.handle(
+      {
+        body: listenBody(id, { resourceSubscriptions: ['note://a', 'note://b'] }),
+        headers: listenHeaders(),
+        principal,
+        request: {},
+      },
+      res,
+    );
+  }
+
+  const cancelOf = (id: string | number) => ({
+    jsonrpc: '2.0',
+    method: 'notifications/cancelled',
+    params: { requestId: id, reason: 'done' },
+  });
+
+  test('a cancel while the checks run ends the listen: its checks are aborted, its slot is free at once, nothing is written', async () => {
+    const checks = gatedChecks();
+    const s = setup(
+      { capabilities: { resourceSubscriptions: true }, canRead: checks.canRead, authorizeConcurrency: 1 },
+      { maxSubscriptionsPerPrincipal: 1 },
+    );
+    const res = new FakeResponse();
+    const handled = startListen(s, res, 'L');
+    await settleUntil(() => checks.gates.length === 1, 'the first check');
+    // Another principal's cancel, or one naming another id, matches nothing.
+    expect(s.handler.cancel('bob', cancelOf('L'))).toBe(false);
+    expect(s.handler.cancel('alice', cancelOf('other'))).toBe(false);
+    expect(s.hub.stats().pendingStreams).toBe(1);
+
+    expect(s.handler.cancel('alice', cancelOf('L'))).toBe(true);
+    expect(checks.gates[0]!.signal.aborted).toBe(true);
+    expect(res.destroyed).toBe(true);
+    expect(res.headersSent).toBe(false);
+    expect(s.hub.stats()).toMatchObject({ pendingStreams: 0, openStreams: 0, opened: 1, closed: { cancelled: 1 } });
+    expectCountsAddUp(s.hub);
+    // Alice's one slot is hers again before the abandoned check even settles (a listen of nothing
+    // offered, acknowledged and completed at once, rather than refused with 503).
+    const next = await s.serve(listenBody('M', { toolsListChanged: true }));
+    expect(next.statusCode).toBe(200);
+
+    checks.passAll();
+    await handled;
+    expect(checks.gates.length).toBe(1); // no check started after the cancel
+    expect(res.chunks).toStrictEqual([]);
+    expect(res.violations).toStrictEqual([]);
+    expect(s.logger.errors).toStrictEqual([]);
+    expect(s.hub.stats()).toMatchObject({ pendingStreams: 0, opened: 2, closed: { cancelled: 1, empty: 1 } });
+    // A second cancel of the same id finds nothing.
+    expect(s.handler.cancel('alice', cancelOf('L'))).toBe(false);
+    expectCountsAddUp(s.hub);
+    await s.hub.close();
+  });
+
+  test('a cancel while the bus subscribes ends the listen: its interest is given back once, and it never opens', async () => {
+    const following = followingBus();
+    const s = setup({ capabilities: { resourceSubscriptions: true } }, { bus: following.bus });
+    const res = new FakeResponse();
+    const handled = startListen(s, res, 7);
+    await settleUntil(() => following.calls.length === 1, 'the follow');
+    expect(s.handler.cancel('alice', cancelOf(7))).toBe(true);
+    expect(following.calls.map((call) => call.what)).toStrictEqual(['follow', 'unfollow']);
+    expect(following.calls[1]!.interest).toStrictEqual(following.calls[0]!.interest);
+    expect(following.cancels).toStrictEqual([]); // matched here: not handed to the other nodes
+    expect(s.hub.stats()).toMatchObject({ pendingStreams: 0, opened: 1, closed: { cancelled: 1 } });
+    following.open();
+    await handled;
+    expect(res.chunks).toStrictEqual([]);
+    expect(res.destroyed).toBe(true);
+    expect(following.calls.length).toBe(2);
+    expect(s.hub.stats()).toMatchObject({ pendingStreams: 0, openStreams: 0 });
+    expectCountsAddUp(s.hub);
+  });
+
+  test('a cancel received by another node ends a listen still authorizing here', async () => {
+    const checks = gatedChecks();
+    const bus = new MemoryBus();
+    const s = setup({ capabilities: { resourceSubscriptions: true }, canRead: checks.canRead }, { bus });
+    const other = new SubscriptionHub({ bus, logger: recordingLogger() });
+    const res = new FakeResponse();
+    const handled = startListen(s, res, 'L');
+    await settleUntil(() => checks.gates.length === 2, 'the checks');
+    // The other node holds nothing of alice's: the cancel goes over the bus, and ends the listen here.
+    expect(hubEngine(other).cancel('alice', 'L')).toBe(0);
+    expect(checks.gates.every(({ signal }) => signal.aborted)).toBe(true);
+    expect(s.hub.stats()).toMatchObject({ pendingStreams: 0, opened: 1, closed: { cancelled: 1 } });
+    checks.passAll();
+    await handled;
+    expect(res.chunks).toStrictEqual([]);
+    expect(res.destroyed).toBe(true);
+    await Promise.all([s.hub.close(), other.close()]);
+  });
+
+  test('an anonymous caller cannot cancel a listen still authorizing, even by its own identity', async () => {
+    const checks = gatedChecks();
+    const s = setup({ capabilities: { resourceSubscriptions: true }, canRead: checks.canRead });
+    const res = new FakeResponse();
+    const principal = anonymousPrincipal();
+    const handled = startListen(s, res, 'L', principal);
+    await settleUntil(() => checks.gates.length === 2, 'the checks');
+    expect(s.handler.cancel(principal, cancelOf('L'))).toBe(false);
+    expect(hubEngine(s.hub).cancel(principal, 'L')).toBe(0);
+    checks.passAll();
+    await handled;
+    expect(ackOf(res)).toStrictEqual({ resourceSubscriptions: ['note://a', 'note://b'] });
+    expect(s.hub.stats()).toMatchObject({ openStreams: 1, closed: { cancelled: 0 } });
+    await s.hub.close();
   });
 });

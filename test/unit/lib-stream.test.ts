@@ -14,6 +14,7 @@ import {
   report,
   RESULT_MARKER,
   settle,
+  ThrowingResponse,
 } from '../helpers/fake-response.ts';
 import { createListenHandler } from '../../lib/internal.ts';
 import { listenBody, listenHeaders } from '../helpers/sse.ts';
@@ -837,15 +838,6 @@ describe('batching: one write per stream per tick', () => {
 });
 
 describe('keepalive clocks, freed however a stream ends', () => {
-  /** A response whose `write()` throws once armed, as a write wrapped by a middleware may. */
-  class ThrowingResponse extends FakeResponse {
-    armed = false;
-    override write(chunk: string): boolean {
-      if (this.armed) throw new Error('the wrapped write broke');
-      return super.write(chunk);
-    }
-  }
-
   /** Opens a stream through the engine's handler (not the hub's reservations), with keepalives every `ms`. */
   async function listenWith(hub: SubscriptionHub, res: FakeResponse, id: string, ms: number): Promise<void> {
     const handler = createListenHandler({ hub, capabilities: { toolsListChanged: true }, keepAliveMs: ms });
@@ -894,6 +886,15 @@ describe('keepalive clocks, freed however a stream ends', () => {
       await hub.close();
     });
   }
+
+  test('an acknowledgement whose write throws starts no keepalive clock', async () => {
+    fakeTimers();
+    const hub = newHub();
+    const stream = openStream(hub, new ThrowingResponse(true), { keepAliveMs: 1000 });
+    expect(stream.isOpen).toBe(false);
+    expect(jest.getTimerCount()).toBe(0);
+    await hub.close();
+  });
 
   test('a write that throws closes its stream as failed, and only that one', async () => {
     fakeTimers();
