@@ -7,6 +7,7 @@ import {
   consoleLogger,
   describeValue,
   ErrorCode,
+  booleanOption,
   given,
   knownKeys,
   loggerOption,
@@ -120,6 +121,14 @@ export interface RedisBusCommonOptions {
    */
   readonly routing?: RedisBusRouting;
   /**
+   * Whether nothing goes unnoticed (docs/redis.md, "Nothing unnoticed"): after a gap (an outage, a
+   * failover, a slot move, a SUBSCRIBE not answered in time) this node's streams are told once per key
+   * they follow that it may have changed, and the changes this node could not publish are published
+   * once Redis is back. `false`: pure at-most-once, as the first release was: what is missed is missed.
+   * @default true
+   */
+  readonly resync?: boolean;
+  /**
    * Where an outage (once per outage), a message refused on receipt (the first one) and similar runtime
    * failures are reported.
    * @default console, prefixed `[mcp-subscriptions]`
@@ -204,6 +213,7 @@ export const REDIS_BUS_OPTION_KEYS = optionKeys<{
   channelPrefix: true,
   nodeId: true,
   routing: true,
+  resync: true,
   logger: true,
 });
 
@@ -236,6 +246,7 @@ export interface ResolvedRedisBusOptions {
   readonly channelPrefix: string;
   readonly nodeId: string;
   readonly routing: ResolvedRouting;
+  readonly resync: boolean;
   readonly logger: Logger;
 }
 
@@ -477,6 +488,7 @@ export function resolveRedisBusOptions(options: RedisBusOptions): ResolvedRedisB
     );
   }
   const routing = routingOption(loose.routing);
+  const resync = booleanOption('resync', given<unknown>(loose.resync, true));
   const logger = loggerOption('logger', given<unknown>(loose.logger, consoleLogger));
-  return Object.freeze({ connections, channelPrefix, nodeId, routing, logger });
+  return Object.freeze({ connections, channelPrefix, nodeId, routing, resync, logger });
 }

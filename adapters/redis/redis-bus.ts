@@ -283,7 +283,9 @@ export class RedisBus implements SubscriptionBus {
         unsubscribe: (channels) => this.subscriber!.unsubscribe(channels),
       },
       {
-        gap: (keys) => this.resync(keys),
+        gap: (keys) => {
+          if (this.options.resync) this.resync(keys);
+        },
         failed: (error) => this.evaluate(error, true),
         settled: () => this.evaluate(),
       },
@@ -508,9 +510,12 @@ export class RedisBus implements SubscriptionBus {
     // On a cluster the resync channel is on a shard of its own, which can fail alone: a resync of
     // everything asked meanwhile may be lost, so this node runs one. On one server every channel shares
     // the connection's fate, and the keys' own gaps already say what to resync.
-    if (subscriber.sharded) this.interest.hold(this.resyncChannel, () => this.resync('all'));
+    const resyncAll = (): void => {
+      if (this.options.resync) this.resync('all');
+    };
+    if (subscriber.sharded) this.interest.hold(this.resyncChannel, resyncAll);
     else if (this.resyncChannel !== this.allChannel) this.interest.hold(this.resyncChannel);
-    if (this.routing.mode === 'broadcast') this.interest.hold(this.allChannel, () => this.resync('all'));
+    if (this.routing.mode === 'broadcast') this.interest.hold(this.allChannel, resyncAll);
     publisher.watch({
       ready: () => this.evaluate(),
       down: (error) => this.evaluate(error),
@@ -678,6 +683,8 @@ export class RedisBus implements SubscriptionBus {
 
   /** Keeps what could not be published for later, and makes sure a later comes while connected. */
   private remember(unsent: SubscriptionEvent | 'resync'): void {
+    // Pure at-most-once (`resync: false`): what could not go out is gone.
+    if (!this.options.resync) return;
     if (unsent === 'resync') this.backlog.markAll();
     else this.backlog.remember(unsent);
     if (this.connected && this.backlogTimer === undefined && this.closing === undefined) {
@@ -786,7 +793,7 @@ export class RedisBus implements SubscriptionBus {
         return;
       case 'resync':
         this.counters.received++;
-        this.resync('all');
+        if (this.options.resync) this.resync('all');
         return;
     }
   };

@@ -775,6 +775,7 @@ describe('RedisBus options', () => {
       [{ ...pair, channelPrefix: 7 }, ErrorCode.InvalidChannelPrefix],
       [{ ...pair, routing: 'everywhere' }, ErrorCode.InvalidRouting],
       [{ ...pair, routing: { buckets: 0 } }, ErrorCode.InvalidRouting],
+      [{ ...pair, resync: 'yes' }, ErrorCode.NotBoolean],
       [{ ...pair, nodeId: '' }, ErrorCode.InvalidNodeId],
       [{ ...pair, nodeId: null }, ErrorCode.InvalidNodeId],
       [{ ...pair, nodeId: 'n'.repeat(201) }, ErrorCode.InvalidNodeId],

@@ -116,6 +116,8 @@ async function distantRedis(url: string, delayMs: number): Promise<string> {
   return `redis://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
 }
 
+const MARKER = 'marker://done';
+
 const updates = (res: FakeResponse, uri: string): number =>
   res.messages().filter((m: any) => m.method === 'notifications/resources/updated' && m.params?.uri === uri).length;
 
@@ -337,6 +339,31 @@ describeUnless(serverMissing)("interest under faults (a redis-server of the test
     expect(channels.filter((channel) => channel.startsWith(`${prefix}:2:c:`))).toHaveLength(1);
     expect(node.stats().subscriptions).toBe(channels.length + 1); // + the legacy channel
     keep.cancel('client');
+  });
+
+  test('`resync: false`: pure at-most-once, nothing kept and nothing resynced after an outage', async () => {
+    const server = await OwnRedis.start();
+    cleanups.push(() => server.stop());
+    const prefix = uniquePrefix();
+    const [node, other] = [
+      bus('ioredis', prefix, { url: server.url, resync: false }),
+      bus('redis', prefix, { url: server.url }),
+    ];
+    await connected(node, other);
+    const [hub, otherHub] = [hubOn(node), hubOn(other)];
+    const res = new FakeResponse();
+    await openFollowing(hub, res, { filter: { resourceSubscriptions: ['note://kept', MARKER] } });
+    await server.stop();
+    await waitFor(() => !node.stats().connected, 'the node down', 10_000);
+    hub.resourceUpdated('note://during');
+    expect(node.stats().unsent).toBe(0);
+    await server.start();
+    await connected(node, other);
+    otherHub.resourceUpdated(MARKER);
+    await waitFor(() => updates(res, MARKER) === 1, 'the marker after the outage');
+    expect(updates(res, 'note://kept')).toBe(0);
+    expect(node.stats()).toMatchObject({ resyncs: 0, republished: 0, unsent: 0 });
+    expect(hub.stats().resynced).toBe(0);
   });
 
   test('listens acknowledged while the bus re-subscribes after a restart are all subscribed', async () => {

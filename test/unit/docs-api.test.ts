@@ -223,7 +223,7 @@ describe("docs/api.md's defaults are the ones the resolvers apply", () => {
 
   test('new RedisBus()', () => {
     const resolved = resolveRedisBusOptions({ url: 'redis://127.0.0.1:1', logger });
-    expect(expectDefaults(table('new RedisBus()'), { ...resolved })).toBe(1);
+    expect(expectDefaults(table('new RedisBus()'), { ...resolved })).toBe(2);
   });
 
   test('listen(), its reconnect and waitFor()', () => {
