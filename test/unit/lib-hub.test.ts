@@ -10,7 +10,9 @@ import {
   ErrorCode,
   MemoryBus,
   SubscriptionHub,
+  type BusListener,
   type NotificationFilter,
+  type SubscriptionBus,
   type SubscriptionEvent,
   type TaskState,
 } from 'mcp-subscriptions';
@@ -1261,4 +1263,54 @@ describe('lifecycle, as a property: random opens, failed acks, cancels before op
       await hub.close();
     },
   );
+});
+
+describe("a bus's resync: what a gap may have hidden, told once per stream and key", () => {
+  /** A bus of one member whose resync the test calls, as a bus does once a lost subscription is back. */
+  function resyncingHub() {
+    let listener: BusListener | undefined;
+    const bus: SubscriptionBus = {
+      join: (joined) => {
+        listener = joined;
+        return { publish: () => {}, cancel: () => {}, leave: () => {} };
+      },
+    };
+    const hub = new SubscriptionHub({ bus, logger: recordingLogger() });
+    return { hub, resync: (keys: Parameters<NonNullable<BusListener['resync']>>[0]) => listener!.resync!(keys) };
+  }
+  const updatesOf = (res: FakeResponse): string[] =>
+    res
+      .messages()
+      .filter((message: { method?: string }) => message.method !== 'notifications/subscriptions/acknowledged')
+      .map((message: { method: string; params?: { uri?: string } }) => message.params?.uri ?? message.method);
+
+  test("each stream following a key gets the key's own notification, once; a task's stream ends gracefully", async () => {
+    const { hub, resync } = resyncingHub();
+    const [uris, lists, task, other] = [new FakeResponse(), new FakeResponse(), new FakeResponse(), new FakeResponse()];
+    await openFollowing(hub, uris, { id: 1, filter: { resourceSubscriptions: ['note://a', 'note://b'] } });
+    await openFollowing(hub, lists, { id: 2, filter: { toolsListChanged: true, promptsListChanged: true } });
+    await openFollowing(hub, task, { id: 3, filter: { taskIds: ['t1'], resourceSubscriptions: ['note://a'] } });
+    await openFollowing(hub, other, { id: 4, filter: { resourceSubscriptions: ['note://c'] } });
+    resync({ lists: ['tools_list_changed'], uris: ['note://a'], taskIds: ['t1'] });
+    await settle();
+    expect(updatesOf(uris)).toStrictEqual(['note://a']);
+    expect(updatesOf(lists)).toStrictEqual(['notifications/tools/list_changed']);
+    expect(updatesOf(other)).toStrictEqual([]);
+    // The task's stream: told of the URI, then its terminal result, so that its client listens again.
+    expect(updatesOf(task)).toStrictEqual(['note://a']);
+    expect(task.text.endsWith(RESULT_MARKER)).toBe(true);
+    expect(hub.stats()).toMatchObject({ resynced: 3, openStreams: 3, closed: { resync: 1 } });
+    // 'all': every key of every stream, once each.
+    resync('all');
+    await settle();
+    expect(updatesOf(uris)).toStrictEqual(['note://a', 'note://a', 'note://b']);
+    expect(updatesOf(lists).sort()).toStrictEqual([
+      'notifications/prompts/list_changed',
+      'notifications/tools/list_changed',
+      'notifications/tools/list_changed',
+    ]);
+    expect(updatesOf(other)).toStrictEqual(['note://c']);
+    // A resync is for streams only: the hub's listeners and its published count never see it.
+    expect(hub.stats().published).toBe(0);
+  });
 });
