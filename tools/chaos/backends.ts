@@ -17,10 +17,10 @@ export interface Backend {
   /** The variables that put a sample on this Redis. */
   env(): Record<string, string>;
   /**
-   * Subscriber connections by name (`<prefix>:<nodeId>:sub`) and the channels each holds, summed over
-   * every server: how the harness tells which connection is which node's, and invariant 3's per-node view.
+   * Subscriber connections by name (`<prefix>:<nodeId>:sub`) and the channels each holds on each server
+   * (by port): how the harness tells which connection is which node's, and invariant 3's per-node view.
    */
-  subscribers(): Promise<Map<string, number>>;
+  subscribers(): Promise<Map<string, Held>>;
   /** Subscribers of each channel, as the server that carries it counts them. */
   numsub(channels: readonly string[]): Promise<Map<string, number>>;
   /** Starts `fault`; `nodeNames[i]` is node i's subscriber connection name (its publisher's ends in `:pub`). */
@@ -32,12 +32,22 @@ export interface Backend {
   stop(): Promise<void>;
 }
 
+/** What one node's subscriber connections hold: channels in all, and on each server by port. */
+export interface Held {
+  total: number;
+  readonly byServer: Record<string, number>;
+}
+
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-function subscribersOf(clients: readonly ClientInfo[], into: Map<string, number>): void {
+function subscribersOf(port: number, clients: readonly ClientInfo[], into: Map<string, Held>): void {
   for (const client of clients) {
     if (!client.name.startsWith(`${SAMPLE_PREFIX}:`) || !client.name.endsWith(':sub')) continue;
-    into.set(client.name, (into.get(client.name) ?? 0) + client.sub + client.psub + client.ssub);
+    const held = into.get(client.name) ?? { total: 0, byServer: {} };
+    const count = client.sub + client.psub + client.ssub;
+    held.total += count;
+    held.byServer[port] = (held.byServer[port] ?? 0) + count;
+    into.set(client.name, held);
   }
 }
 
@@ -56,8 +66,8 @@ export async function singleBackend(): Promise<Backend> {
     name: 'redis',
     env: () => ({ REDIS_URL: redis.url }),
     async subscribers() {
-      const out = new Map<string, number>();
-      subscribersOf(await clientList(redis.port), out);
+      const out = new Map<string, Held>();
+      subscribersOf(redis.port, await clientList(redis.port), out);
       return out;
     },
     async numsub(channels) {
@@ -105,8 +115,8 @@ export async function clusterBackend(): Promise<Backend> {
     // The seeds of the start: a killed node is started again on its port, so they stay valid.
     env: () => ({ REDIS_CLUSTER: seeds }),
     async subscribers() {
-      const out = new Map<string, number>();
-      for (const port of cluster.livePorts()) subscribersOf(await clientList(port), out);
+      const out = new Map<string, Held>();
+      for (const port of cluster.livePorts()) subscribersOf(port, await clientList(port), out);
       return out;
     },
     async numsub(channels) {

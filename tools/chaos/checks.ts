@@ -250,6 +250,8 @@ export function checkDuplicates(
 export interface SubscriptionView {
   /** Per node: channels its subscriber connections hold (`sub=` / `ssub=` of `CLIENT LIST`, summed). */
   readonly perNode: readonly number[];
+  /** Per node: the same by server (port), for the evidence. */
+  readonly perNodeByServer?: readonly Readonly<Record<string, number>>[];
   /** Per channel of the universe: subscribers Redis counts (`PUBSUB NUMSUB` / `SHARDNUMSUB`). */
   readonly perChannel: ReadonlyMap<string, number>;
 }
@@ -293,6 +295,7 @@ export function checkSubscriptions(
         kind,
         node: `n${node}`,
         held: observed,
+        ...(view.perNodeByServer === undefined ? {} : { heldByServer: view.perNodeByServer[node] }),
         followed: [...channels].map((channel) => names.get(channel) ?? channel).sort(),
       },
     });
