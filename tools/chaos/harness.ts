@@ -174,6 +174,10 @@ class Run {
   }
 
   async play(): Promise<void> {
+    // A clean start: the probes' channels let go, every invariant holding before the first operation.
+    this.roundFault = 'start';
+    await this.quiesce(-1);
+    this.roundFault = 'none';
     for (const step of this.steps) {
       if (step.delayMs > 0) await sleep(step.delayMs);
       this.checkAlive();
