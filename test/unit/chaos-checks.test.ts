@@ -111,6 +111,19 @@ describe('invariant 5: duplicates only from a resync', () => {
     expect(checkDuplicates([stream({ received: received(2) })], [change()], [earlier])).toHaveLength(1);
   });
 
+  test('a change answered before the listen counts when a fault delayed it past the listen', () => {
+    const before = change({ invokedAt: 80, answeredAt: 90 });
+    const pause: FaultRecord = { step: 3, kind: 'client-pause', startAt: 85, recoveredAt: 400, gaps: 0 };
+    const three = [300, 310, 320].map((at) => ({ key: 'note://alice/a1', at }));
+    // Without the fault the older change cannot reach it: one change, no gap, three is two too many.
+    expect(checkDuplicates([stream({ received: three })], [change(), before], [])).toHaveLength(1);
+    // Redis paused held its PUBLISH: both changes, and the fault's gap, make three.
+    expect(checkDuplicates([stream({ received: three })], [change(), before], [pause])).toEqual([]);
+    // A pause over before the listen delayed nothing past it, and is no gap of this stream: one.
+    const over: FaultRecord = { ...pause, recoveredAt: 95 };
+    expect(checkDuplicates([stream({ received: three })], [change(), before], [over])).toHaveLength(1);
+  });
+
   test('a change whose answer never came counts as possible', () => {
     const unanswered = change({ definite: false, answeredAt: undefined, keys: ['note://alice/a1'] });
     expect(checkDuplicates([stream({ received: received(2) })], [change(), unanswered], [])).toEqual([]);

@@ -81,7 +81,10 @@ export interface Violation {
   readonly invariant: Invariant;
   readonly message: string;
   readonly evidence: Readonly<Record<string, unknown>>;
-  /** Identifies the same violation seen at two checks, so that it is reported once. */
+  /**
+   * Identifies the same violation seen at two checks, so that it is reported once. Invariant 3's name
+   * the channel or node and the kind (leak or hole) only: one still there at the next check is the same.
+   */
   readonly id: string;
 }
 
@@ -209,10 +212,34 @@ function overlaps(stream: StreamRecord, from: number, to: number | undefined): b
 }
 
 /**
+ * How long before a fault's start a change still counts as caught by it: its PUBLISH may have been on
+ * the wire, unanswered, when Redis paused or died.
+ */
+const IN_FLIGHT_MS = 1000;
+
+/**
+ * Whether `change` may reach `stream`: sent before the stream ended, and answered after the stream was
+ * asked for (or never answered), or answered during a fault that recovered only after the stream was
+ * asked for. A fault delays a change's delivery to the other nodes: Redis paused holds its PUBLISH,
+ * then may serve a later SUBSCRIBE first; a bus that remembers what it could not send publishes it
+ * once back. A stream asked for meanwhile may then hear of a change older than itself.
+ */
+function mayReach(change: ChangeRecord, stream: StreamRecord, faults: readonly FaultRecord[]): boolean {
+  if (change.invokedAt >= (stream.endAt ?? Infinity)) return false;
+  const answeredAt = change.answeredAt ?? Infinity;
+  if (answeredAt > stream.listenAt) return true;
+  return faults.some(
+    (fault) =>
+      answeredAt >= fault.startAt - IN_FLIGHT_MS &&
+      answeredAt <= (fault.recoveredAt ?? Infinity) &&
+      (fault.recoveredAt ?? Infinity) > stream.listenAt,
+  );
+}
+
+/**
  * Invariant 5: duplicates come only from a resync. Per stream and key, the notifications are at most
- * the changes that may have come after its acknowledgement (sent before the stream ended, answered
- * after it was asked for, or never answered), plus the gaps it lived through (each fault overlapping
- * its life counts the outages the nodes saw meanwhile, one at least).
+ * the changes that may have reached it ({@link mayReach}), plus the gaps it lived through (each fault
+ * overlapping its life counts the outages the nodes saw meanwhile, one at least).
  */
 export function checkDuplicates(
   streams: readonly StreamRecord[],
@@ -228,17 +255,12 @@ export function checkDuplicates(
       .filter((fault) => overlaps(stream, fault.startAt, fault.recoveredAt))
       .reduce((sum, fault) => sum + Math.max(1, fault.gaps), 0);
     for (const [key, count] of counts) {
-      const possible = changes.filter(
-        (change) =>
-          change.keys.includes(key) &&
-          change.invokedAt < (stream.endAt ?? Infinity) &&
-          (change.answeredAt ?? Infinity) > stream.listenAt,
-      ).length;
+      const possible = changes.filter((change) => change.keys.includes(key) && mayReach(change, stream, faults)).length;
       if (count <= possible + gaps) continue;
       out.push({
         invariant: 5,
         id: `5:${stream.id}:${key}:${count}`,
-        message: `stream ${stream.id} (${stream.principal} on n${stream.node}) received ${count} notifications of ${key}: more than the ${possible} change(s) that may have followed its acknowledgement plus the ${gaps} gap(s) it lived through`,
+        message: `stream ${stream.id} (${stream.principal} on n${stream.node}) received ${count} notifications of ${key}: more than the ${possible} change(s) that may have reached it plus the ${gaps} gap(s) it lived through`,
         evidence: { ...label(stream), key, notifications: count, possibleChanges: possible, gaps },
       });
     }
@@ -278,7 +300,7 @@ export function checkSubscriptions(
     const kind = observed > holders.length ? 'leak' : 'hole';
     out.push({
       invariant: 3,
-      id: `3:${channel}:${holders.join(',')}:${observed}`,
+      id: `3:${channel}:${kind}`,
       message: `${kind}: ${observed} subscriber(s) of the channel of ${key} on Redis, but ${holders.length} node(s) with a stream following it (${holders.join(', ') || 'none'})`,
       evidence: { kind, key, channel, subscribers: observed, followedOn: holders },
     });
@@ -289,7 +311,7 @@ export function checkSubscriptions(
     const kind = observed > channels.size ? 'leak' : 'hole';
     out.push({
       invariant: 3,
-      id: `3:n${node}:${channels.size}:${observed}`,
+      id: `3:n${node}:${kind}`,
       message: `${kind}: n${node}'s subscriber holds ${observed} channel(s) on Redis, its open streams follow ${channels.size}`,
       evidence: {
         kind,

@@ -128,6 +128,8 @@ class Run {
   private readonly faults: FaultRecord[] = [];
   private readonly failures: Failure[] = [];
   private readonly reported = new Set<string>();
+  /** Invariant 3's violations at the last check: one still there is not reported again. */
+  private lastLeaksAndHoles = new Set<string>();
   private readonly inflight = new Set<Promise<unknown>>();
   /** Node i's subscriber connection name on Redis, `<prefix>:<nodeId>:sub`. */
   private nodeNames: string[] = [];
@@ -405,13 +407,19 @@ class Run {
       ...checkIsolation(this.streams),
       ...checkDuplicates(this.streams, this.changes, this.faults),
     ];
+    const leaksAndHoles = new Set<string>();
     for (const violation of found) {
-      if (this.reported.has(violation.id)) continue;
+      if (violation.invariant === 3) {
+        // Still there since the last check: reported then, under the fault that made it.
+        leaksAndHoles.add(violation.id);
+        if (this.lastLeaksAndHoles.has(violation.id)) continue;
+      } else if (this.reported.has(violation.id)) continue;
       this.reported.add(violation.id);
       const failure: Failure = { ...violation, seed: this.options.seed, step, fault: this.roundFault };
       this.failures.push(failure);
       this.log(formatFailure(failure));
     }
+    this.lastLeaksAndHoles = leaksAndHoles;
   }
 
   report(durationMs: number): ChaosReport {
