@@ -1,6 +1,6 @@
 /**
  * A real Redis Cluster of the test's own, made of `redis-server` processes on free loopback ports in
- * 7000–7499 (their cluster bus on the port + 10000): 3 masters with a replica each, without
+ * 7000–7499 by default, or another range given to `start()` (their cluster bus on the port + 10000): 3 masters with a replica each, without
  * persistence, in a temporary directory. It talks to its nodes with a few lines of RESP of its own, so
  * that what it reports never depends on the client library under test.
  *
@@ -176,22 +176,35 @@ function portFree(port: number): Promise<boolean> {
   });
 }
 
-const FIRST_PORT = 7000;
-const LAST_PORT = 7499;
+/**
+ * The loopback ports the cluster's nodes are picked from, both ends included. The test suites use
+ * 7000–7499 (the default); the chaos harness (tools/chaos/) uses 7500–7999, so that the two never
+ * take each other's ports.
+ */
+export interface ClusterPortRange {
+  readonly firstPort: number;
+  readonly lastPort: number;
+}
+
+const TEST_PORTS: ClusterPortRange = { firstPort: 7000, lastPort: 7499 };
 /** Redis Cluster's bus listens on the data port plus this. */
 const BUS_OFFSET = 10000;
 
-/** Pick `count` ports in 7000–7499 whose bus ports are free too, starting at a random place (several test files may run). */
-async function freeClusterPorts(count: number, taken: ReadonlySet<number>): Promise<number[]> {
-  const span = LAST_PORT - FIRST_PORT + 1;
+/** Pick `count` ports in `range` whose bus ports are free too, starting at a random place (several test files may run). */
+async function freeClusterPorts(
+  count: number,
+  taken: ReadonlySet<number>,
+  { firstPort, lastPort }: ClusterPortRange,
+): Promise<number[]> {
+  const span = lastPort - firstPort + 1;
   const start = Math.floor(Math.random() * span);
   const ports: number[] = [];
   for (let i = 0; i < span && ports.length < count; i++) {
-    const port = FIRST_PORT + ((start + i) % span);
+    const port = firstPort + ((start + i) % span);
     if (taken.has(port)) continue;
     if ((await portFree(port)) && (await portFree(port + BUS_OFFSET))) ports.push(port);
   }
-  if (ports.length < count) throw new Error(`found only ${ports.length} free ports in ${FIRST_PORT}–${LAST_PORT}`);
+  if (ports.length < count) throw new Error(`found only ${ports.length} free ports in ${firstPort}–${lastPort}`);
   return ports;
 }
 
@@ -214,9 +227,12 @@ export class RedisCluster {
   private readonly children = new Map<number, ChildProcess>();
   private dir: string | undefined;
 
+  /** @param range where the nodes' ports are picked from (default 7000–7499). */
+  constructor(private readonly range: ClusterPortRange = TEST_PORTS) {}
+
   /** Starts 6 nodes, joins them as a cluster and waits until every node says `cluster_state:ok`. */
-  static async start(): Promise<RedisCluster> {
-    const cluster = new RedisCluster();
+  static async start(range: ClusterPortRange = TEST_PORTS): Promise<RedisCluster> {
+    const cluster = new RedisCluster(range);
     try {
       await cluster.start();
     } catch (error) {
@@ -231,7 +247,7 @@ export class RedisCluster {
     // A port found free may be taken by another test file before our server binds it: retry those.
     for (let attempt = 0; this.ports.length < 6; attempt++) {
       if (attempt === 5) throw new Error('could not start 6 redis-servers on free ports');
-      const candidates = await freeClusterPorts(6 - this.ports.length, new Set(this.ports));
+      const candidates = await freeClusterPorts(6 - this.ports.length, new Set(this.ports), this.range);
       const started = await Promise.all(candidates.map(async (port) => ((await this.spawnNode(port)) ? port : -1)));
       for (const port of started) if (port !== -1) this.ports.push(port);
     }
