@@ -44,7 +44,7 @@ type Library = 'ioredis' | 'redis';
 function bus(
   library: Library,
   channelPrefix: string,
-  extra: Partial<Pick<RedisBusOptions, 'routing' | 'logger'>> & { url?: string } = {},
+  extra: Partial<Pick<RedisBusOptions, 'routing' | 'logger' | 'resync'>> & { url?: string } = {},
 ): RedisBus {
   const { url = REDIS_URL, ...rest } = extra;
   const made = new RedisBus({ url, client: library, channelPrefix, logger: recordingLogger(), ...rest });

@@ -339,7 +339,7 @@ class Run {
 
   /** What each node must hold on Redis now: the channels its open streams follow, and the fixed ones. */
   private expected(): Set<string>[] {
-    const fixed = this.backend.name === 'redis' ? fixedChannels() : [];
+    const fixed = fixedChannels(this.backend.name === 'redis');
     const out = this.nodes.map(() => new Set<string>(fixed));
     for (const listener of this.listeners.values()) {
       if (!listener.isOpen) continue;
@@ -370,12 +370,12 @@ class Run {
     const universe = [
       ...[...ALL_KEYS, ...probes].map((key) => keyChannel(key)),
       ...PRINCIPALS.map((principal) => cancelChannel(principal)),
-      ...(this.backend.name === 'redis' ? fixedChannels() : []),
+      ...fixedChannels(this.backend.name === 'redis'),
     ];
     const names = new Map<string, string>([
       ...[...ALL_KEYS, ...probes].map((key) => [keyChannel(key), key] as const),
       ...PRINCIPALS.map((principal) => [cancelChannel(principal), `${principal}'s cancellations`] as const),
-      ...fixedChannels().map((channel) => [channel, channel] as const),
+      ...fixedChannels(this.backend.name === 'redis').map((channel) => [channel, channel] as const),
     ]);
     const deadline = performance.now() + RECOVERY_MS;
     let waiting: Violation[];

@@ -34,9 +34,13 @@ export function cancelChannel(principal: string, prefix = SAMPLE_PREFIX): string
   return `${prefix}:2:c:${digest(`c:${principal}`)}`;
 }
 
-/** The channels every node holds on a single Redis whatever its streams follow (none on a cluster). */
-export function fixedChannels(prefix = SAMPLE_PREFIX): string[] {
-  return [`${prefix}:bus`, `${prefix}:2:nodes:interest`];
+/**
+ * The channels every node holds whatever its streams follow: on a single Redis the first release's
+ * channel, the presence channel and the resync channel; on a cluster the resync channel alone.
+ */
+export function fixedChannels(single: boolean, prefix = SAMPLE_PREFIX): string[] {
+  const resync = `${prefix}:2:resync`;
+  return single ? [`${prefix}:bus`, `${prefix}:2:nodes:interest`, resync] : [resync];
 }
 
 /** One connection of `CLIENT LIST`. */
