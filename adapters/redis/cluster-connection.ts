@@ -625,14 +625,9 @@ export class ClusterConnection implements Connection {
         this.repair(error, true);
       },
       // The connection is fine and keeps its other channels, but which ones moved is not always said
-      // (ioredis): this master's channels are subscribed again where the slot map puts them (here for
-      // most: SSUBSCRIBE is idempotent), without reporting an outage (a resharding moves slots one by one).
-      moved: () => {
-        const lost = this.channelsOn(address);
-        for (const channel of lost) this.channels.set(channel, undefined);
-        this.lose(lost, undefined);
-        this.repair(undefined, true);
-      },
+      // (ioredis): the repair reads the slot map again and reports lost exactly the channels it puts on
+      // another master, without reporting an outage (a resharding moves slots one by one).
+      moved: () => this.repair(undefined, true),
     };
     const connected = this.driver.openShard(host, port, handlers).then(async (opened) => {
       client = opened;
@@ -815,17 +810,35 @@ export class ClusterConnection implements Connection {
           if (masters.has(address)) continue;
           this.shards.delete(address);
           shard.client.close();
-          const lost = this.channelsOn(address);
-          for (const channel of lost) this.channels.set(channel, undefined);
-          this.lose(lost, undefined);
         }
-        // The channels themselves are subscribed again by the bus's reconciler, on ready().
+        // Every channel subscribed elsewhere than on its slot's master now (a failover, a moved slot, a
+        // master that is no master any more) is lost; the others stand.
+        const lost: string[] = [];
+        for (const [channel, on] of this.channels) {
+          if (on === undefined || (on === this.owners[slotOf(channel)] && this.shards.has(on))) continue;
+          this.channels.set(channel, undefined);
+          lost.push(channel);
+        }
+        this.lose(lost, undefined);
+        // Ready once every master that serves a channel's slot answers: while a failover is under way
+        // the dead master is still in the map, and this waits for its replica's promotion. The channels
+        // themselves are subscribed again by the bus's reconciler, on ready().
+        const owners = new Set<string>();
+        for (const channel of this.channels.keys()) {
+          const owner = this.owners[slotOf(channel)];
+          if (owner === undefined) throw new Error(`no master serves the slot of ${channel}`);
+          owners.add(owner);
+        }
+        await bounded(
+          Promise.all([...owners].map((owner) => this.shard(owner).connected)),
+          STEP_MS,
+          'connecting to the masters',
+        );
         if (!this.lostAgain) break;
       } catch (error) {
-        // Reported as an outage by the bus, once however many attempts fail.
+        // Tried again with a backoff. Only the lost channels are down meanwhile (the bus counts and
+        // reports them); the cluster client's own events say when the whole cluster is unreachable.
         this.lastError = error;
-        this.up = false;
-        this.events?.down(error);
       }
       await new Promise((resolve) => setTimeout(resolve, delay).unref());
       delay = Math.min(delay * 2, MAX_RETRY_MS);

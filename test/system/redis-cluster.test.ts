@@ -330,6 +330,8 @@ describeUnless(serverMissing)('ClusterConnection on a Redis Cluster', () => {
       const to = (await running().masters()).find((port) => port !== from)!;
       await running().moveSlot(slotOf(channel!), to);
       await waitFor(() => pair.reports.ready === 2, 'ready again', 20_000);
+      // As the bus's reconciler does on ready(): subscribe again what was reported lost.
+      await pair.subscriber.subscribe(pair.reports.lost);
       // A moved slot is no outage: the connection to the old master keeps its other channels; the moved
       // channel is reported lost (and subscribed again where it is now).
       expect(pair.reports.down).toBe(0);
@@ -496,8 +498,12 @@ describeUnless(serverMissing)('RedisBus on a Redis Cluster (3 masters, 3 replica
         20_000,
       );
       expect(updatesOf(streams[0]!, uris[0] as string)).toBeLessThanOrEqual(3);
-      // The healthy shards' streams were not resynced: nothing of theirs was lost.
-      for (const [i, stream] of streams.entries()) if (i > 0) expect(updatesOf(stream, uris[i] as string)).toBe(2);
+      // The healthy shards' streams were not resynced, nothing of theirs was lost: unless the failed shard
+      // also held the resync channel, whose gap may have hidden a request to resync everything, so that
+      // every stream is resynced once.
+      const resyncChannelLost = (await running().masterOf(slotOf(`${prefix}:2:resync`))) === promoted;
+      for (const [i, stream] of streams.entries())
+        if (i > 0) expect(updatesOf(stream, uris[i] as string)).toBe(resyncChannelLost ? 3 : 2);
 
       for (const [i, stream] of streams.entries())
         await deliveredAfterChange(a, uris[i] as string, stream, updatesOf(stream, uris[i] as string));
