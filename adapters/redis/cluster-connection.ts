@@ -19,7 +19,7 @@
  * which the bus's reconciler subscribes the lost channels again where the slot map puts them (retrying
  * with its backoff while a failover is under way). This connection keeps where each channel is
  * subscribed, learned from Redis's replies, only to route them: what is wanted is the reconciler's. And
- * every 5 s the subscriber compares the slot map with where its channels are: a master replaced while
+ * every second the subscriber compares the slot map with where its channels are: a master replaced while
  * its connections stayed open (a partition) is found there.
  */
 import { attempt, endIoRedis, endNodeRedis, type Connection, type ConnectionEvents } from './connection.ts';
@@ -419,11 +419,13 @@ const STEP_MS = 5000;
 /** How long asking one node for the slot map may take: a dead master must not hold a repair up for long. */
 const PROBE_MS = 1000;
 /**
- * How often a subscriber compares where its channels are subscribed with the slot map: a safety net
- * for a master that stops answering without closing its connections (a network partition), which
- * Redis replaces without the bus's connection to it ever closing.
+ * How often a subscriber compares where its channels are subscribed with the slot map (one CLUSTER
+ * SLOTS): a safety net for a master that stops answering without closing its connections (a network
+ * partition), and for a failed master restarted with its old view of the slots, which may take a
+ * SSUBSCRIBE before it learns it was replaced. Two checks in a row must agree, so a channel placed on
+ * the wrong node is found within about two seconds.
  */
-const CHECK_MS = 5000;
+const CHECK_MS = 1000;
 const FIRST_RETRY_MS = 50;
 const MAX_RETRY_MS = 500;
 
