@@ -537,10 +537,14 @@ export class SubscriptionHub implements Hub {
     let waitingKey: string | undefined;
     let cancelWaiting: (() => void) | undefined;
     let onCancelled: (() => void) | undefined;
+    /** A bus that routes by interest: this principal's cancellations, heard while the listen waits. */
+    let cancels: InterestLease | undefined;
     const unlist = (): void => {
       if (waitingKey === undefined) return;
       removeFrom(this.waiting, waitingKey, cancelWaiting as () => void);
       waitingKey = undefined;
+      cancels?.release();
+      cancels = undefined;
     };
     const release = (): void => {
       if (!held) return;
@@ -568,6 +572,10 @@ export class SubscriptionHub implements Hub {
         };
         waitingKey = requestKey(principal, id);
         addTo(this.waiting, waitingKey, cancelWaiting);
+        // A node that routes by interest hears a principal's cancellations sent to other nodes only while
+        // it follows them: from now, not from the stream's own lease just before the ack (not waited for:
+        // a cancel sent before this node subscribed is the client's race with its own listen).
+        if (this.member.follow !== undefined) cancels = this.follow(principal, {});
       },
       follow: (filter) => {
         if (!held || lease !== undefined || this.member.follow === undefined || isEmptyFilter(filter)) return undefined;

@@ -405,6 +405,21 @@ describeUnless(serverMissing)("interest under faults (a redis-server of the test
 });
 
 describeUnless(redisMissing)('interest held by leases (127.0.0.1:6379)', () => {
+  test('a cancellation sent to another node ends a listen still waiting on this one (interest routing)', async () => {
+    const prefix = uniquePrefix();
+    const [node, other] = [bus('ioredis', prefix), bus('redis', prefix)];
+    await connected(node, other);
+    const [here, there] = [hubOn(node), hubOn(other)];
+    // A listen of carol's in its checks on this node: no stream of hers, so no lease of her keys yet.
+    const reservation = hubEngine(here).reserve('carol', 'waiting');
+    let cancelled = false;
+    reservation.cancellable(() => (cancelled = true));
+    await until(() => Promise.resolve(node.stats().unsubscribed === 0), "carol's cancellations subscribed");
+    expect(hubEngine(there).cancel('carol', 'waiting')).toBe(0); // not held there: sent over the bus
+    await waitFor(() => cancelled, 'the cancellation of the waiting listen');
+    expect(here.stats()).toMatchObject({ pendingStreams: 0, opened: 1, closed: { cancelled: 1 } });
+  });
+
   test("two hubs on one bus: a listen of a hub closed meanwhile releases nothing of the other hub's streams", async () => {
     const prefix = uniquePrefix();
     const [node, other] = [bus('ioredis', prefix), bus('redis', prefix)];
