@@ -209,6 +209,23 @@ describe('InterestReconciler', () => {
     expect(gaps.flatMap((gap) => gap.uris)).toStrictEqual(['down', 'slow']);
   });
 
+  test('a channel let go during its gap carries no resync to the next stream that follows it', async () => {
+    const { server, reconciler, gaps } = setUp();
+    const first = reconciler.follow(interest(['a']));
+    await settle(server);
+    server.drop();
+    reconciler.lost();
+    first.release();
+    server.ready = true;
+    reconciler.ready();
+    await settle(server);
+    expect([...server.held]).toStrictEqual([]);
+    const again = reconciler.follow(interest(['a']));
+    await settle(server);
+    await again.ready;
+    expect(gaps).toStrictEqual([]);
+  });
+
   test('a refused SUBSCRIBE is tried again, reported, and the channel has a gap', async () => {
     const { server, reconciler, failures, gaps } = setUp({ followTimeoutMs: 10 });
     const lease = reconciler.follow(interest(['a']));
