@@ -7,8 +7,13 @@ import type { BusInterest, BusListener, RequestId, SubscriptionBus } from 'mcp-s
 
 export interface FollowingBus {
   readonly bus: SubscriptionBus;
-  /** Every follow and unfollow, in order. */
+  /** Every follow and unfollow of a stream's interest, in order. */
   readonly calls: { what: 'follow' | 'unfollow'; interest: BusInterest }[];
+  /**
+   * Every follow and unfollow of a principal's cancellations alone (a listen waiting to open holds
+   * them), in order: kept apart from {@link calls}, and never held back by the gate.
+   */
+  readonly cancelFollows: { what: 'follow' | 'unfollow'; interest: BusInterest }[];
   /** Every cancellation the hub handed to the bus (for the other nodes). */
   readonly cancels: { principal: string; id: RequestId }[];
   /** Settles the follows made so far and those to come, until {@link reset}. */
@@ -21,6 +26,9 @@ export interface FollowingBus {
 
 export function followingBus(): FollowingBus {
   const calls: FollowingBus['calls'] = [];
+  const cancelFollows: FollowingBus['cancelFollows'] = [];
+  const cancelsOnly = (interest: BusInterest): boolean =>
+    interest.lists.length === 0 && interest.uris.length === 0 && interest.taskIds.length === 0;
   const cancels: FollowingBus['cancels'] = [];
   let joined: BusListener | undefined;
   let resolveGate!: () => void;
@@ -37,16 +45,22 @@ export function followingBus(): FollowingBus {
         cancel: (principal, id) => void cancels.push({ principal, id }),
         leave: () => {},
         follow: (interest) => {
+          if (cancelsOnly(interest)) {
+            cancelFollows.push({ what: 'follow', interest });
+            return;
+          }
           calls.push({ what: 'follow', interest });
           return gate;
         },
-        unfollow: (interest) => void calls.push({ what: 'unfollow', interest }),
+        unfollow: (interest) =>
+          void (cancelsOnly(interest) ? cancelFollows : calls).push({ what: 'unfollow', interest }),
       };
     },
   };
   return {
     bus,
     calls,
+    cancelFollows,
     cancels,
     open: () => resolveGate(),
     reset,

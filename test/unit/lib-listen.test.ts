@@ -1198,7 +1198,7 @@ describe('a bus that routes by interest: follow before the ack, unfollow when th
   });
 
   test('a client that leaves while the bus subscribes gets nothing, and the slot and the interest are given back', async () => {
-    const { bus, calls, open } = followingBus();
+    const { bus, calls, cancelFollows, open } = followingBus();
     const s = setup({}, { bus });
     const res = new FakeResponse();
     const handled = s.handler.handle(
@@ -1216,6 +1216,11 @@ describe('a bus that routes by interest: follow before the ack, unfollow when th
     await handled;
     expect(res.messages()).toStrictEqual([]);
     expect(calls.map((call) => call.what)).toStrictEqual(['follow', 'unfollow']);
+    // While it waited, the listen followed its principal's cancellations (sent to any node), and let go once.
+    expect(cancelFollows).toStrictEqual([
+      { what: 'follow', interest: { principal: 'alice', lists: [], uris: [], taskIds: [] } },
+      { what: 'unfollow', interest: { principal: 'alice', lists: [], uris: [], taskIds: [] } },
+    ]);
     expect(s.hub.stats()).toMatchObject({ openStreams: 0, pendingStreams: 0 });
   });
 
