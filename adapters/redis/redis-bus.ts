@@ -134,6 +134,12 @@ const CHANNELS_PER_COMMAND = 1000;
 /** How often a node counts the first-release nodes on its Redis (one PUBSUB CHANNELS and one NUMSUB). */
 const LEGACY_CHECK_MS = 1000;
 
+/**
+ * How long without a failure ends an outage that never cost the connection (a cluster shard, refused
+ * publishes), so that the next failure is logged again; one that cost it ends when it is back.
+ */
+const OUTAGE_QUIET_MS = 10_000;
+
 const OUTAGE_MESSAGE =
   "Redis is unreachable (or refuses the bus's commands); events reach this node's streams only until it is back";
 
@@ -234,8 +240,8 @@ export class RedisBus implements SubscriptionBus {
   /** Whether the current outage has been reported: once per outage, however many errors it brings. */
   private outageReported = false;
   private inFlightBytes = 0;
-  /** Late changes (see {@link flushBacklog}) awaiting Redis's reply. */
-  private late = 0;
+  /** When the last failure was seen (see {@link reportOutage}). */
+  private lastProblemAt = 0;
   /** Problems reported once per bus (a malformed message, an oversized event): their kinds. */
   private readonly reportedOnce = new Set<string>();
   private closing: Promise<void> | undefined;
@@ -572,10 +578,6 @@ export class RedisBus implements SubscriptionBus {
     } else if (!up && (this.connected || error !== undefined || failed)) {
       this.connected = false;
       this.reportOutage(error);
-    } else if (up && this.outageReported && this.interest.restored && !this.backlog.pending && this.late === 0) {
-      // An outage that never cost the connection (a cluster shard, refused publishes) is over once
-      // every subscription is back and every late change has gone out: the next one is logged again.
-      this.outageReported = false;
     } else if (up && (error !== undefined || failed)) {
       this.reportOutage(error);
     }
@@ -651,7 +653,13 @@ export class RedisBus implements SubscriptionBus {
    * connection is announced as `connected: false`.
    */
   private reportOutage(error: unknown): void {
-    if (this.outageReported || this.closing !== undefined) return;
+    if (this.closing !== undefined) return;
+    // Failures less than OUTAGE_QUIET_MS apart are one outage: a cluster client that keeps refusing
+    // publishes for a while after a failover (its slot map refreshing) is not a new one each time.
+    const now = Date.now();
+    const sinceLast = now - this.lastProblemAt;
+    this.lastProblemAt = now;
+    if (this.outageReported && (!this.connected || sinceLast < OUTAGE_QUIET_MS)) return;
     this.outageReported = true;
     this.logger.error(OUTAGE_MESSAGE, { channel: this.channel, nodeId: this.nodeId, error });
     if (!this.connected) this.announce(false);
@@ -672,11 +680,11 @@ export class RedisBus implements SubscriptionBus {
    * copy while first-release nodes share the Redis. What cannot go out now is remembered, by key, and
    * published once Redis is back.
    */
-  private sendEvent(event: SubscriptionEvent, body: string, context: EventContext | undefined, late = false): void {
+  private sendEvent(event: SubscriptionEvent, body: string, context: EventContext | undefined): void {
     let message = this.wire.event(body, context);
     // The context is what gives way at the size bound: an event that fits alone still travels.
     if (context !== undefined && tooLarge(message)) message = this.wire.event(body, undefined);
-    this.send(this.eventChannel(event), message, event, late);
+    this.send(this.eventChannel(event), message, event);
     // The first release's wire has no context: the copy carries the event alone.
     if (this.legacyNodes > 0) this.send(this.channel, this.wire.legacyEvent(body));
   }
@@ -713,11 +721,11 @@ export class RedisBus implements SubscriptionBus {
         continue; // counted when first refused
       }
       this.counters.republished++;
-      this.sendEvent(event, body, undefined, true);
+      this.sendEvent(event, body, undefined);
     }
     if (all) {
       this.counters.republished++;
-      this.send(this.resyncChannel, this.wire.resync(), 'resync', true);
+      this.send(this.resyncChannel, this.wire.resync(), 'resync');
     }
   }
 
@@ -728,7 +736,7 @@ export class RedisBus implements SubscriptionBus {
    * (they share one server). The bytes awaiting Redis's reply are bounded. `unsent` is what to remember
    * when the message does not go out (an event, or a resync of everything); a cancellation is not kept.
    */
-  private send(channel: string, payload: string, unsent?: SubscriptionEvent | 'resync', late = false): void {
+  private send(channel: string, payload: string, unsent?: SubscriptionEvent | 'resync'): void {
     const publisher = this.publisher;
     if (this.closing !== undefined) return;
     if (publisher === undefined || !this.connected || !publisher.isReady()) {
@@ -752,17 +760,13 @@ export class RedisBus implements SubscriptionBus {
       return;
     }
     this.inFlightBytes += bytes;
-    if (late) this.late++;
     publisher.publish(channel, payload).then(
       () => {
         this.inFlightBytes -= bytes;
         this.counters.published++;
-        if (late) this.late--;
-        if (this.outageReported) this.evaluate();
       },
       (error: unknown) => {
         this.inFlightBytes -= bytes;
-        if (late) this.late--;
         this.counters.dropped++;
         if (unsent !== undefined) this.remember(unsent);
         // Once per outage however many publishes fail: the next report comes after a recovery.
