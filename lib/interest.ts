@@ -110,8 +110,6 @@ interface Waiter {
   done(): void;
 }
 
-const NO_GAP_KEYS: GapKeys = Object.freeze({ lists: [], uris: [], taskIds: [] });
-
 /**
  * The one source of truth of a bus node's interest, and the loop that brings the server in line with
  * it. See the module's comment.
@@ -209,10 +207,7 @@ export class InterestReconciler {
       (channel.waiters ??= new Set()).add(waiter);
       waiter.pending++;
     };
-    for (const kind of interest.lists) visit('l', kind);
-    for (const uri of interest.uris) visit('u', uri);
-    for (const taskId of interest.taskIds) visit('t', taskId);
-    if (interest.principal !== undefined) visit('c', interest.principal);
+    eachKey(interest, visit);
     let released = false;
     const release = (): void => {
       if (released) return;
@@ -226,9 +221,10 @@ export class InterestReconciler {
         // Not confirmed in time: the ack goes out now, and the channels still waited for have a gap.
         waiting.pending = 0;
         waiting.done = noop;
-        for (const channel of this.channelsOf(interest)) {
-          if (channel.waiters?.delete(waiting) === true) channel.gap = true;
-        }
+        eachKey(interest, (type, key) => {
+          const channel = this.keys[type].get(key)?.channel;
+          if (channel?.waiters?.delete(waiting) === true) channel.gap = true;
+        });
         resolve();
       }, this.options.followTimeoutMs);
       timer.unref();
@@ -305,14 +301,6 @@ export class InterestReconciler {
     return channel;
   }
 
-  private *channelsOf(interest: BusInterest): Generator<Channel> {
-    const { l, u, t, c } = this.keys;
-    for (const kind of interest.lists) yield* channelOfKey(l.get(kind));
-    for (const uri of interest.uris) yield* channelOfKey(u.get(uri));
-    for (const taskId of interest.taskIds) yield* channelOfKey(t.get(taskId));
-    if (interest.principal !== undefined) yield* channelOfKey(c.get(interest.principal));
-  }
-
   private release(interest: BusInterest): void {
     if (this.closed) return;
     const visit = (type: InterestKeyType, key: string): void => {
@@ -326,10 +314,7 @@ export class InterestReconciler {
       channel.idleSince = Date.now();
       this.touch(channel);
     };
-    for (const kind of interest.lists) visit('l', kind);
-    for (const uri of interest.uris) visit('u', uri);
-    for (const taskId of interest.taskIds) visit('t', taskId);
-    if (interest.principal !== undefined) visit('c', interest.principal);
+    eachKey(interest, visit);
   }
 
   private touch(channel: Channel): void {
@@ -452,7 +437,7 @@ export class InterestReconciler {
     this.schedule();
     for (const gap of gaps) gap();
     if (lists !== undefined || uris !== undefined || taskIds !== undefined) {
-      this.hooks.gap({ lists: lists ?? NO_GAP_KEYS.lists, uris: uris ?? [], taskIds: taskIds ?? [] });
+      this.hooks.gap({ lists: lists ?? [], uris: uris ?? [], taskIds: taskIds ?? [] });
     }
     this.hooks.settled();
   }
@@ -506,6 +491,10 @@ function keysOf(channel: Channel): Iterable<Key> {
   return keys === undefined ? [] : keys instanceof Set ? keys : [keys];
 }
 
-function channelOfKey(key: Key | undefined): Channel[] {
-  return key === undefined ? [] : [key.channel];
+/** Calls `visit` with each key of `interest`, by kind: the one walk of an interest. */
+function eachKey(interest: BusInterest, visit: (type: InterestKeyType, key: string) => void): void {
+  for (const kind of interest.lists) visit('l', kind);
+  for (const uri of interest.uris) visit('u', uri);
+  for (const taskId of interest.taskIds) visit('t', taskId);
+  if (interest.principal !== undefined) visit('c', interest.principal);
 }

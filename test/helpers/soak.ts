@@ -1,20 +1,10 @@
 /** The soak (tools/soak/run.ts) as the system suites run it: a child process of its own, as `npm run soak` does. */
-import { spawn } from 'node:child_process';
-import { REPO_ROOT } from './sample-app.ts';
+import { runTool } from './tool.ts';
 
 /**
  * Runs `npm run soak -- <args>` from the repository root and resolves, once it exited, with its exit
  * code and everything it printed (stdout and stderr interleaved): the whole report, for a failure to show.
  */
-export async function runSoak(args: readonly string[]): Promise<{ code: number | null; output: string }> {
-  const child = spawn(
-    process.execPath,
-    ['--conditions=mcp-subscriptions-source', '--import', 'tsx', 'tools/soak/run.ts', ...args],
-    { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let output = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
-  return { code, output };
+export function runSoak(args: readonly string[]): Promise<{ code: number | null; output: string }> {
+  return runTool('tools/soak/run.ts', args);
 }

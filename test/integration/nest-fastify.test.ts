@@ -5,7 +5,7 @@
  * would refuse, and the start-up failures that keep listen from being served unchecked.
  */
 import { afterEach, describe, expect, it } from '@jest/globals';
-import { Controller, Module, Post, Res } from '@nestjs/common';
+import { Controller, Module, Post, Res, type INestApplication } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { ErrorCode } from 'mcp-subscriptions';
@@ -210,21 +210,30 @@ describe('NestJS module on Fastify: listen in front of the host route', () => {
   });
 });
 
+/**
+ * `Test.createTestingModule()` with the module and a host controller on its path (answering
+ * `{ host: true }`), made a Fastify app by `createNestApplication(new FastifyAdapter())`; closed after the test.
+ */
+async function testingAppWithHostRoute(): Promise<INestApplication> {
+  @Controller('mcp')
+  class HostController {
+    @Post()
+    handle(@Res() reply: { send(body: unknown): unknown }): unknown {
+      return reply.send({ host: true });
+    }
+  }
+  const moduleRef = await Test.createTestingModule({
+    imports: [McpSubscriptionsModule.forRoot({ capabilities: { toolsListChanged: true }, keepAliveMs: false })],
+    controllers: [HostController],
+  }).compile();
+  const app = moduleRef.createNestApplication(new FastifyAdapter(), { logger: false });
+  closers.push(() => app.close());
+  return app;
+}
+
 describe('NestJS module on Fastify: start-up', () => {
   it('Test.createTestingModule(), then createNestApplication(new FastifyAdapter()): the same placement', async () => {
-    @Controller('mcp')
-    class HostController {
-      @Post()
-      handle(@Res() reply: { send(body: unknown): unknown }): unknown {
-        return reply.send({ host: true });
-      }
-    }
-    const moduleRef = await Test.createTestingModule({
-      imports: [McpSubscriptionsModule.forRoot({ capabilities: { toolsListChanged: true }, keepAliveMs: false })],
-      controllers: [HostController],
-    }).compile();
-    const app = moduleRef.createNestApplication(new FastifyAdapter(), { logger: false });
-    closers.push(() => app.close());
+    const app = await testingAppWithHostRoute();
     await app.listen(0, '127.0.0.1');
     const url = `${await app.getUrl()}/mcp`;
     const stream = await listen(url, 'testing', { toolsListChanged: true });
@@ -272,19 +281,7 @@ describe('NestJS module on Fastify: start-up', () => {
   });
 
   it('a POST route on the path added after app.init() beside a controller on it: the call throws our error, not Fastify’s', async () => {
-    @Controller('mcp')
-    class HostController {
-      @Post()
-      handle(@Res() reply: { send(body: unknown): unknown }): unknown {
-        return reply.send({ host: true });
-      }
-    }
-    const moduleRef = await Test.createTestingModule({
-      imports: [McpSubscriptionsModule.forRoot({ capabilities: { toolsListChanged: true }, keepAliveMs: false })],
-      controllers: [HostController],
-    }).compile();
-    const app = moduleRef.createNestApplication(new FastifyAdapter(), { logger: false });
-    closers.push(() => app.close());
+    const app = await testingAppWithHostRoute();
     await app.init();
     expect(() => outside(app)).toThrow(expect.objectContaining({ code: ErrorCode.RouteNotPlaced }));
     expect(() => outside(app)).toThrow(OUTSIDE);
