@@ -110,6 +110,11 @@ interface Emitter {
 
 function noop(): void {}
 
+/** Whether `error` is a cluster redirect (MOVED or ASK): the slot map the command was routed by is stale. */
+function isRedirect(error: unknown): boolean {
+  return error instanceof Error && /^(MOVED|ASK) \d+ /.test(error.message);
+}
+
 /** Rejects when `promise` has not settled within `ms`. */
 function bounded<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -162,6 +167,7 @@ interface IoRedisCluster extends Emitter {
   readonly isCluster: true;
   spublish(channel: string, message: string): Promise<unknown>;
   call(command: string, ...args: string[]): Promise<unknown>;
+  refreshSlotsCache?(callback?: (error?: unknown) => void): void;
   nodes(role?: 'all' | 'master' | 'slave'): IoRedisNode[];
   quit(): Promise<unknown>;
   disconnect(): void;
@@ -241,7 +247,15 @@ class IoRedisClusterDriver implements ClusterDriver {
   }
 
   spublish(channel: string, payload: string): Promise<unknown> {
-    return attempt(() => this.client.spublish(channel, payload));
+    return attempt(() => this.client.spublish(channel, payload)).catch((error: unknown) => {
+      // ioredis follows a MOVED (and reads the slot map again) for a command alone, and for an automatic
+      // pipeline only when every command in it got the same reply. Publishes to two slots that moved
+      // off one master, sent in one tick, got two different MOVED replies: neither was followed, the
+      // slot map stayed stale, and every later try of either failed the same way. The bus tries again
+      // (its backlog); this makes the try find the slot's new master.
+      if (isRedirect(error)) this.client.refreshSlotsCache?.();
+      throw error;
+    });
   }
 
   command(args: readonly string[]): Promise<unknown> {

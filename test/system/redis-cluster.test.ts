@@ -518,6 +518,39 @@ describeUnless(serverMissing)('RedisBus on a Redis Cluster (3 masters, 3 replica
       expect([unhandled.rejections, unhandled.exceptions]).toStrictEqual([[], []]);
     }, 60_000);
 
+    test('two slots moved off one master, both changed in one tick: both changes arrive, published again by the bus alone', async () => {
+      const prefix = uniquePrefix();
+      const [a, b] = [await node(form, prefix), await node(form, prefix)] as [ClusterNode, ClusterNode];
+      await connected(a, b);
+      const masters = await running().masters();
+      const from = masters[0] as number;
+      const first = await uriOn(from, prefix, 'pair-a');
+      let second = await uriOn(from, prefix, 'pair-b');
+      for (let i = 0; slotOf(uriChannel(prefix, second)) === slotOf(uriChannel(prefix, first)); i++)
+        second = await uriOn(from, prefix, `pair-b${i}`);
+      const stream = await b.open({ resourceSubscriptions: [first, second] });
+      a.hub.resourceUpdated(first);
+      a.hub.resourceUpdated(second);
+      await stream.until(() => updatesOf(stream, first) === 1 && updatesOf(stream, second) === 1, 'before the moves');
+
+      const to = masters[1] as number;
+      for (const uri of [first, second]) await running().moveSlot(slotOf(uriChannel(prefix, uri)), to);
+      // b's channels moved with their slots: its stream is told once of each (the resync after the gap).
+      await stream.until(() => updatesOf(stream, first) === 2 && updatesOf(stream, second) === 2, 'the resyncs');
+      await waitFor(() => b.bus.stats().connected && b.bus.stats().unsubscribed === 0, 'b subscribed', 20_000);
+
+      // In one tick: an ioredis client that pipelines them sends both to the master they left. Each
+      // arrives all the same, once, without the test publishing it again.
+      a.hub.resourceUpdated(first);
+      a.hub.resourceUpdated(second);
+      await stream.until(
+        () => updatesOf(stream, first) === 3 && updatesOf(stream, second) === 3,
+        'both changes',
+        20_000,
+      );
+      expect(stream.ended).toBe(false);
+    }, 60_000);
+
     test('a slot moved to another master still delivers, and its channel moves with it', async () => {
       const prefix = uniquePrefix();
       const [a, b] = [await node(form, prefix), await node(form, prefix)] as [ClusterNode, ClusterNode];
