@@ -133,6 +133,8 @@ export class InterestReconciler {
   private seq = 0;
   private closed = false;
   private confirmed = 0;
+  /** Wanted channels with a gap: `restored` is asked after every reply, so it is kept, not counted. */
+  private gapped = 0;
 
   constructor(
     private readonly transport: InterestTransport,
@@ -157,8 +159,7 @@ export class InterestReconciler {
    * failed command) is back. A channel new to this node while its first SUBSCRIBE is on its way has none.
    */
   get restored(): boolean {
-    for (const channel of this.channels.values()) if (channel.refs > 0 && channel.gap) return false;
-    return true;
+    return this.gapped === 0;
   }
 
   /**
@@ -199,7 +200,7 @@ export class InterestReconciler {
       if (channel.state === State.Subscribed) return;
       if (!ready) {
         // Acknowledged before its subscription: whatever is published meanwhile is noticed by the resync.
-        channel.gap = true;
+        this.markGap(channel);
         return;
       }
       waiter ??= { pending: 0, done: noop };
@@ -223,7 +224,7 @@ export class InterestReconciler {
         waiting.done = noop;
         eachKey(interest, (type, key) => {
           const channel = this.keys[type].get(key)?.channel;
-          if (channel?.waiters?.delete(waiting) === true) channel.gap = true;
+          if (channel?.waiters?.delete(waiting) === true) this.markGap(channel);
         });
         resolve();
       }, this.options.followTimeoutMs);
@@ -260,7 +261,7 @@ export class InterestReconciler {
       if (channel.state === State.Subscribed) this.confirmed--;
       channel.state = State.Stale;
       channel.op = 0;
-      if (channel.refs > 0) channel.gap = true;
+      this.markGap(channel);
       this.dirty.add(channel);
     }
     this.schedule();
@@ -279,6 +280,7 @@ export class InterestReconciler {
     this.channels.clear();
     this.dirty.clear();
     this.idle.clear();
+    this.gapped = 0;
     return held;
   }
 
@@ -311,10 +313,25 @@ export class InterestReconciler {
       const channel = held.channel;
       removeKey(channel, held);
       if (--channel.refs > 0) return;
+      // No stream follows it any more: nobody to resync.
+      this.clearGap(channel);
       channel.idleSince = Date.now();
       this.touch(channel);
     };
     eachKey(interest, visit);
+  }
+
+  /** A channel that streams follow may have missed something: they are resynced once it is subscribed again. */
+  private markGap(channel: Channel): void {
+    if (channel.refs === 0 || channel.gap) return;
+    channel.gap = true;
+    this.gapped++;
+  }
+
+  private clearGap(channel: Channel): void {
+    if (!channel.gap) return;
+    channel.gap = false;
+    this.gapped--;
   }
 
   private touch(channel: Channel): void {
@@ -425,7 +442,7 @@ export class InterestReconciler {
         channel.waiters = undefined;
       }
       if (!channel.gap) continue;
-      channel.gap = false;
+      this.clearGap(channel);
       if (channel.onGap !== undefined) gaps.push(channel.onGap);
       for (const key of keysOf(channel)) {
         if (key.type === 'l') (lists ??= []).push(key.key as ListChangedKind);
@@ -451,7 +468,7 @@ export class InterestReconciler {
       channel.op = 0;
       // The server's state is unknown after a failed command: the next round finds out.
       channel.state = State.Stale;
-      if (channel.refs > 0) channel.gap = true;
+      this.markGap(channel);
       this.dirty.add(channel);
     }
     if (!any) return;
