@@ -279,9 +279,17 @@ export class Wire {
     return `${this.ownPrefix}"type":"resync"}`;
   }
 
+  /**
+   * How every `ref` message of this node starts, up to its id's opening quote: `${refHead}${id}"}` is the
+   * message (a bus that learns the id in SQL, from an INSERT's `RETURNING`, completes it there).
+   */
+  get refHead(): string {
+    return `${this.ownPrefix}"type":"ref","ref":"`;
+  }
+
   /** A reference to a message stored elsewhere (a spill table's row), by its id: digits, no leading zero. */
   ref(id: string): string {
-    return `${this.ownPrefix}"type":"ref","ref":${JSON.stringify(id)}}`;
+    return `${this.refHead}${id}"}`;
   }
 
   /** The first release's message of a cancellation, for the legacy channel. */
