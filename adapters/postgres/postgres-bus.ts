@@ -124,6 +124,12 @@ const UNLISTEN_DELAY_MS = 1000;
 /** The most channels in one LISTEN or UNLISTEN batch (one simple query of that many statements). */
 const CHANNELS_PER_COMMAND = 500;
 
+/**
+ * The most received messages that may wait behind a spilled one whose row is being read: past it, a
+ * message is dropped and its channel resynced (a pool that stopped answering must not fill the memory).
+ */
+const MAX_WAITING = 10_000;
+
 /** The most messages in one NOTIFY query (one `SELECT pg_notify(…), …`: delivered in order, together). */
 const MESSAGES_PER_QUERY = 100;
 
@@ -246,6 +252,12 @@ export class PostgresBus implements SubscriptionBus {
   private probing = false;
   /** Whether the reconciler has had a reply since the listening connection was last ready. */
   private listenedSinceReady = false;
+  /**
+   * Whether every channel has been LISTENed again since the listening connection was last ready. A
+   * channel lost alone afterwards (a spilled message it could not read) is resynced by itself, and does
+   * not make the bus disconnected: the connection is what `connected` speaks of.
+   */
+  private restoredSinceReady = false;
   private everReady = false;
   private connected = false;
   private everConnected = false;
@@ -485,6 +497,7 @@ export class PostgresBus implements SubscriptionBus {
         // Whatever PostgreSQL held for the session is gone: the reconciler LISTENs again once it is back.
         this.interest.lost();
         this.listenedSinceReady = false;
+        this.restoredSinceReady = false;
         this.evaluate(error, error === undefined);
       },
       notification: this.onNotification,
@@ -498,6 +511,7 @@ export class PostgresBus implements SubscriptionBus {
     if (this.everReady) this.counters.resubscribes++;
     this.everReady = true;
     this.listenedSinceReady = false;
+    this.restoredSinceReady = false;
     this.interest.ready();
     this.evaluate();
   }
@@ -508,7 +522,9 @@ export class PostgresBus implements SubscriptionBus {
    */
   private evaluate(error?: unknown, failed = false): void {
     if (this.closing !== undefined) return;
-    const up = this.listener?.isReady() === true && this.listenedSinceReady && this.interest.restored && this.notifying;
+    const listening = this.listener?.isReady() === true && this.listenedSinceReady;
+    if (listening && this.interest.restored) this.restoredSinceReady = true;
+    const up = listening && this.restoredSinceReady && this.notifying;
     if (up && !this.connected) {
       this.connected = true;
       if (this.everConnected) this.counters.reconnects++;
@@ -778,6 +794,10 @@ export class PostgresBus implements SubscriptionBus {
   private readonly onNotification = (channel: string, payload: string): void => {
     if (this.closing !== undefined) return;
     const decoded = this.wire.decode(payload);
+    if (this.inbox.length >= MAX_WAITING) {
+      this.take({ type: 'drop', reason: 'ref' }, channel);
+      return;
+    }
     if (decoded.type === 'ref') {
       const entry: Incoming = { decoded: undefined, channel };
       this.inbox.push(entry);
@@ -833,7 +853,7 @@ export class PostgresBus implements SubscriptionBus {
           // on it are resynced, as after a lost connection.
           this.reportOnce(
             'spill-missing',
-            'a spilled message could not be read (its row expired or was deleted: is spillTtlMs long enough?); the streams following its channel are resynced',
+            'a spilled message could not be read (its row expired or was deleted: is spillTtlMs long enough? or too many messages waited behind one); the streams following its channel are resynced',
           );
           this.interest.lost([channel]);
           return;
