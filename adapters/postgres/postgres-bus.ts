@@ -171,6 +171,8 @@ interface Outgoing {
   readonly bytes: number;
   /** What to remember when it does not go out: an event, a resync of everything, or nothing (a cancellation). */
   readonly unsent: SubscriptionEvent | 'resync' | undefined;
+  /** Sent late, from the backlog: counted in `republished` once PostgreSQL took it. */
+  readonly late: boolean;
 }
 
 /** A received message in the order it came: decoded, or waiting for its spill row. */
@@ -581,18 +583,18 @@ export class PostgresBus implements SubscriptionBus {
   }
 
   /** Publishes an event (from its body) on its channel, with what fits of its context. */
-  private sendEvent(event: SubscriptionEvent, body: string, context: EventContext | undefined): void {
+  private sendEvent(event: SubscriptionEvent, body: string, context: EventContext | undefined, late = false): void {
     let message = this.wire.event(body, context);
     // The context is what gives way at the size bound: an event that fits alone still travels.
     if (context !== undefined && tooLarge(message)) message = this.wire.event(body, undefined);
-    this.send(this.eventChannel(event), message, event);
+    this.send(this.eventChannel(event), message, event, late);
   }
 
   /**
    * Queues one message for its NOTIFY. Nothing is queued while NOTIFYs fail (it is remembered, by key,
    * for when they go through again); what waits is bounded.
    */
-  private send(channel: string, payload: string, unsent: SubscriptionEvent | 'resync' | undefined): void {
+  private send(channel: string, payload: string, unsent: SubscriptionEvent | 'resync' | undefined, late = false): void {
     if (this.closing !== undefined) return;
     if (this.pool === undefined || (!this.notifying && !this.probing)) {
       this.counters.dropped++;
@@ -622,7 +624,7 @@ export class PostgresBus implements SubscriptionBus {
       this.reportOutage(new Error(`PostgreSQL has not answered ${MAX_OUTBOX_BYTES} bytes of NOTIFYs`));
       return;
     }
-    this.outbox.push({ channel, payload, bytes, unsent });
+    this.outbox.push({ channel, payload, bytes, unsent, late });
     this.outboxBytes += bytes;
     this.pump();
   }
@@ -669,6 +671,7 @@ export class PostgresBus implements SubscriptionBus {
       .then(
         () => {
           this.counters.published += batch.length;
+          for (const message of batch) if (message.late) this.counters.republished++;
           if (!this.notifying) {
             this.notifying = true;
             this.evaluate();
@@ -776,12 +779,10 @@ export class PostgresBus implements SubscriptionBus {
       } catch {
         continue; // counted when first refused
       }
-      this.counters.republished++;
-      this.sendEvent(event, body, undefined);
+      this.sendEvent(event, body, undefined, true);
     }
     if (all) {
-      this.counters.republished++;
-      this.send(this.channels.resync, this.wire.resync(), 'resync');
+      this.send(this.channels.resync, this.wire.resync(), 'resync', true);
     }
     this.probing = false;
     if (!this.notifying && this.outbox.length === 0) this.probe();
