@@ -8,8 +8,9 @@
  * themselves skipped, with the reason. Every test has a channel prefix and a spill table of its own.
  */
 import { afterAll, describe, expect, test } from '@jest/globals';
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import diagnostics from 'node:diagnostics_channel';
+import net from 'node:net';
 import express from 'express';
 import pg from 'pg';
 import { SubscriptionHub, type SubscriptionBus, type TaskState } from 'mcp-subscriptions';
@@ -176,6 +177,39 @@ function bigTask(taskId: string, text: string): TaskState {
   };
 }
 
+/**
+ * A TCP proxy to PostgreSQL that holds what the client sends for `delayMs` (in order) before passing it
+ * on: a server that is `delayMs` away, so that a LISTEN not waited for loses the race with a NOTIFY
+ * another node sends directly. Returns its URL.
+ */
+async function distantPostgres(delayMs: number): Promise<string> {
+  const target = new URL(PG_URL);
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port), target.hostname);
+    sockets.add(client).add(upstream);
+    client.on('data', (chunk) => setTimeout(() => upstream.write(chunk), delayMs));
+    upstream.on('data', (chunk) => client.write(chunk));
+    const end = (): void => {
+      client.destroy();
+      upstream.destroy();
+    };
+    for (const socket of [client, upstream]) {
+      socket.on('close', end);
+      socket.on('error', end);
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(
+    () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  );
+  return `postgres://postgres@127.0.0.1:${(server.address() as net.AddressInfo).port}/test`;
+}
+
 describeUnless(missing)('PostgresBus against PostgreSQL on 127.0.0.1:5432', () => {
   describeBusContract('PostgresBus (url and pool nodes)', nodes(['url', 'pool']));
   describeBusContract('PostgresBus (pool), one node', nodes(['pool']));
@@ -231,6 +265,24 @@ describeUnless(missing)('PostgresBus against PostgreSQL on 127.0.0.1:5432', () =
       'x',
       'resources_list_changed',
     ]);
+  });
+
+  test('a stream acknowledged over HTTP gets an event published on another node right after its ack, every time (the ack waits for LISTEN)', async () => {
+    const prefix = uniquePrefix();
+    // B LISTENs through a PostgreSQL 25 ms away (its `listener`), A NOTIFYs next door: without the ack
+    // waiting for B's LISTEN, A's NOTIFY right after the ack would reach PostgreSQL first and be lost.
+    const a = node('pool', prefix);
+    const b = node('pool', prefix, { listener: { connectionString: await distantPostgres(25) } });
+    await connected(a, b);
+    const [hubA, servedB] = [hubOn(a), await serve(hubOn(b))];
+    for (let i = 0; i < 20; i++) {
+      // A URI no stream of B's followed before: its channel is new, so the ack waits for its LISTEN.
+      const uri = `note://fresh/${i}/${randomUUID()}`;
+      const stream = await servedB.open(`l${i}`, { resourceSubscriptions: [uri] });
+      hubA.resourceUpdated(uri);
+      await stream.until(() => count(stream, uri) === 1, `the update of ${uri}`);
+      stream.close();
+    }
   });
 
   test('a cancellation sent to one node over HTTP ends the stream another node holds, for that principal only', async () => {
