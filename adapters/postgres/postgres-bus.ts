@@ -438,6 +438,7 @@ export class PostgresBus implements SubscriptionBus {
       await spill.ensure(pool);
       await spill.publish(client, channel, message, this.committedWire.refHead);
       this.counters.spilled++;
+      this.cleanUpSpill(pool);
     }
     this.counters.publishedIn++;
   }
@@ -695,7 +696,12 @@ export class PostgresBus implements SubscriptionBus {
     await spill.ensure(pool);
     await spill.publish(pool, message.channel, message.payload, this.wire.refHead);
     this.counters.spilled++;
-    spill.cleanUp(pool).catch((error: unknown) => {
+    this.cleanUpSpill(pool);
+  }
+
+  /** Deletes the spill table's expired rows when due, through the pool (never a caller's transaction). */
+  private cleanUpSpill(pool: PostgresPool): void {
+    this.spill?.cleanUp(pool).catch((error: unknown) => {
       this.reportOnce('spill-cleanup', 'could not delete expired rows of the spill table (DELETE refused?)', { error });
     });
   }
