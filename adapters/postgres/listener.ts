@@ -114,8 +114,10 @@ export class ListeningConnection {
     // listener would throw out of the process.
     client.on('error', (error: unknown) => this.lose(generation, client, error));
     client.on('end', () => this.lose(generation, client));
-    client.on('notification', (message: { channel: string; payload?: string }) => {
-      if (generation === this.generation) this.events.notification(message.channel, message.payload ?? '');
+    client.on('notification', (message: unknown) => {
+      if (generation !== this.generation) return;
+      const { channel, payload } = message as { channel?: unknown; payload?: unknown };
+      if (typeof channel === 'string') this.events.notification(channel, typeof payload === 'string' ? payload : '');
     });
     attempt(() => client.connect()).then(
       () => {

@@ -841,6 +841,7 @@ export class PostgresBus implements SubscriptionBus {
     try {
       payload = await this.spill.read(pool, id);
     } catch (error) {
+      if (this.closing !== undefined) return { type: 'drop', reason: 'ref' };
       this.reportOnce('spill-read', 'could not read a spilled message (PostgreSQL unreachable, or SELECT refused)', {
         error,
       });
