@@ -22,6 +22,7 @@ import {
   type PostgresConnectionMessage,
 } from 'mcp-subscriptions/postgres';
 import { SpillTable } from '../../adapters/postgres/spill.ts';
+import { Wire } from '../../lib/internal.ts';
 import { describeBusContract } from '../helpers/bus-contract.ts';
 import { authFromUserHeader, listenOn } from '../helpers/express-apps.ts';
 import { FakeResponse, openFollowing, recordingLogger, waitFor } from '../helpers/fake-response.ts';
@@ -317,7 +318,8 @@ describeUnless(missing)('PostgresBus against PostgreSQL on 127.0.0.1:5432', () =
     await atB.until(() => count(atB, 'note://after') === 1, 'the update after the large one');
     expect(seen(atB)).toStrictEqual(['note://before', 'task-1', 'note://after']);
     expect(received(atB)[1].params.result).toStrictEqual({ content: [{ type: 'text', text }] });
-    expect(a.stats()).toMatchObject({ published: 3, spilled: 1, dropped: 0 });
+    await waitFor(() => a.stats().published === 3, "A's NOTIFYs acknowledged");
+    expect(a.stats()).toMatchObject({ spilled: 1, dropped: 0 });
     expect(b.stats()).toMatchObject({ received: 3, dropped: 0 });
     expect(await admin!.rows(tableOf(prefix))).toBe(1);
   });
@@ -339,13 +341,39 @@ describeUnless(missing)('PostgresBus against PostgreSQL on 127.0.0.1:5432', () =
     await waitFor(() => atB.messages().length === 1, 'the small update at B');
     expect(atB.messages().map((m: any) => m.method)).toStrictEqual(['notifications/resources/updated']);
     expect(atA.messages().filter((m: any) => m.params?.taskId === 'big')).toHaveLength(2);
-    expect(a.stats()).toMatchObject({ dropped: 2, spilled: 0, published: 1 });
+    await waitFor(() => a.stats().published === 1, "A's NOTIFY acknowledged");
+    expect(a.stats()).toMatchObject({ dropped: 2, spilled: 0 });
     expect(logger.warns).toHaveLength(1);
     expect(String(logger.warns[0]![0])).toContain('spillTable is false');
     await expect(
       a.publishIn(pool, { kind: 'task_status', owner: 'alice', task: bigTask('big', 'd'.repeat(9000)) }),
     ).rejects.toMatchObject({ code: 'ERR_MCP_SUBSCRIPTIONS_INVALID_EVENT' });
     expect(a.stats().publishedIn).toBe(0);
+  });
+
+  test("NOTIFY's payload bound, exactly: a message of 7,999 bytes is NOTIFYed, one of 8,000 spills; both arrive", async () => {
+    const prefix = uniquePrefix();
+    const [a, b] = [
+      node('pool', prefix, { nodeId: 'node-a', routing: 'broadcast' }),
+      node('url', prefix, { routing: 'broadcast' }),
+    ];
+    await connected(a, b);
+    const got: string[] = [];
+    b.join({ event: (event) => void got.push(event.kind === 'resource_updated' ? event.uri : ''), cancel: () => {} });
+    const member = a.join({ event: () => {}, cancel: () => {} });
+    /** A URI whose message, as node-a writes it with no context, takes `bytes` bytes. */
+    const uriOf = (bytes: number): string => {
+      const bare = new Wire('node-a').event(JSON.stringify({ kind: 'resource_updated', uri: 'note://x/' }));
+      return `note://x/${'p'.repeat(bytes - Buffer.byteLength(bare))}`;
+    };
+    member.publish({ kind: 'resource_updated', uri: uriOf(7999) });
+    // B may hear of a NOTIFY before A's pool hands A its acknowledgement: both are waited for.
+    await waitFor(() => got.length === 1 && a.stats().published === 1, 'the 7,999-byte message');
+    expect(a.stats().spilled).toBe(0);
+    member.publish({ kind: 'resource_updated', uri: uriOf(8000) });
+    await waitFor(() => got.length === 2 && a.stats().published === 2, 'the 8,000-byte message');
+    expect(a.stats()).toMatchObject({ spilled: 1, published: 2, dropped: 0 });
+    expect(got).toStrictEqual([uriOf(7999), uriOf(8000)]);
   });
 
   test('publishIn(): delivered on COMMIT, to every node following it (this one included), never on ROLLBACK; large ones too', async () => {
@@ -515,7 +543,9 @@ describeUnless(missing)('PostgresBus against PostgreSQL on 127.0.0.1:5432', () =
     expect(await admin!.listeners(prefix)).toBe(2);
     await hub.close();
     await Promise.all([a.close(), a.close(), b.close()]);
-    await waitFor(() => true, 'nothing');
+    // A backend leaves pg_stat_activity a moment after its client has gone.
+    const deadline = Date.now() + 5000;
+    while ((await admin!.listeners(prefix)) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     expect(await admin!.listeners(prefix)).toBe(0);
     expect((await pool.query('SELECT 1 AS one')).rows).toStrictEqual([{ one: 1 }]);
     expect(a.stats().connected).toBe(false);
