@@ -483,6 +483,34 @@ describeUnless(missing)('PostgresBus against PostgreSQL on 127.0.0.1:5432', () =
     expect(logger.errors).toHaveLength(1);
   });
 
+  test('more unsent changes than the backlog holds: once NOTIFYs go through again, every node resyncs everything', async () => {
+    const prefix = uniquePrefix();
+    const pool = callerPool({ max: 1, connectionTimeoutMillis: 200 });
+    const [a, b] = [node('pool', prefix, { pool }), node('url', prefix)];
+    await connected(a, b);
+    const [hubA, hubB] = [hubOn(a), hubOn(b)];
+    const res = new FakeResponse();
+    await openFollowing(hubB, res, { filter: { resourceSubscriptions: ['note://followed'], toolsListChanged: true } });
+    const held = await pool.connect();
+    hubA.resourceUpdated('note://first');
+    await waitFor(() => !a.stats().connected, 'NOTIFYs failing', 10_000);
+    // One key more than the backlog's 10,000: it no longer knows which changed.
+    for (let i = 0; i < 10_001; i++) hubA.resourceUpdated(`note://changed/${i}`);
+    expect(a.stats().unsent).toBe(-1);
+    held.release();
+    await waitFor(() => a.stats().connected && a.stats().unsent === 0, 'A back', 10_000);
+    // B never heard of the keys, yet its stream is told that everything it follows may have changed.
+    await waitFor(() => res.messages().length === 2, "B's resync of everything");
+    expect(
+      res
+        .messages()
+        .map((m: any) => m.params?.uri ?? m.method)
+        .sort(),
+    ).toStrictEqual(['note://followed', 'notifications/tools/list_changed'].sort());
+    await waitFor(() => a.stats().republished === 1, 'the resync request counted');
+    expect(b.stats().resyncs).toBe(1);
+  });
+
   test('a spilled message whose row is gone is a counted drop, reported once, and its channel is resynced: never a crash', async () => {
     const prefix = uniquePrefix();
     const logger = recordingLogger();
