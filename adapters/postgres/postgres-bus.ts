@@ -722,6 +722,8 @@ export class PostgresBus implements SubscriptionBus {
           error,
         },
       );
+      // Tried while NOTIFYs were failing (the backlog as a probe): the next try finds out whether they go through.
+      if (!this.notifying) this.armRetry();
       return;
     }
     const set = [...batch, ...this.outbox.splice(0)];
