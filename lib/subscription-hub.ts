@@ -402,7 +402,7 @@ export class SubscriptionHub implements Hub {
   private uncheckedListens = 0;
   private closing = false;
   /** The drain under way or done (`drain()`), from its first call: new listens are refused meanwhile. */
-  private drained: Promise<void> | undefined;
+  private drainRun: Promise<void> | undefined;
   /** Ends at once what a drain under way has not ended yet: for `close()`. */
   private hurryDrain: (() => void) | undefined;
   /** `maxStreamDurationMs`'s clock, when it is set: nothing per stream otherwise. */
@@ -552,7 +552,7 @@ export class SubscriptionHub implements Hub {
       this.refused++;
       throw this.shuttingDown(id);
     }
-    if (this.drained !== undefined) {
+    if (this.drainRun !== undefined) {
       this.refused++;
       throw this.drainingRefusal(id);
     }
@@ -638,7 +638,7 @@ export class SubscriptionHub implements Hub {
           throw this.shuttingDown(id);
         }
         // Or started to drain: the drain has listed the streams it ends, and this one is not among them.
-        if (this.drained !== undefined) {
+        if (this.drainRun !== undefined) {
           release();
           throw this.drainingRefusal(id);
         }
@@ -700,7 +700,7 @@ export class SubscriptionHub implements Hub {
       refusals: { ...this.refusals },
       uncheckedListens: this.uncheckedListens,
       maxSubscriptions: this.options.maxSubscriptions,
-      draining: this.drained !== undefined && !this.closing,
+      draining: this.drainRun !== undefined && !this.closing,
     };
   }
 
@@ -744,8 +744,8 @@ export class SubscriptionHub implements Hub {
     knownKeys(options, DRAIN_OPTION_KEYS, 'hub.drain()');
     const overMs = durationOrZero('overMs', given(options.overMs, 0));
     if (this.closing) return Promise.resolve();
-    this.drained ??= this.runDrain(overMs);
-    return this.drained;
+    this.drainRun ??= this.runDrain(overMs);
+    return this.drainRun;
   }
 
   /**
