@@ -167,11 +167,6 @@ export class LifetimeClock {
     this.tickMs = lifetimeTickMs(maxMs);
   }
 
-  /** Streams held. */
-  get size(): number {
-    return this.bucketOf.size;
-  }
-
   join(stream: ListenStream): void {
     const now = performance.now();
     if (this.timer === undefined) {

@@ -13,10 +13,10 @@ import {
 } from './diagnostics.ts';
 import {
   describeValue,
+  DRAINING_MESSAGE,
   ErrorCode,
   McpSubscriptionsError,
   OptionsError,
-  DRAINING_MESSAGE,
   ProtocolError,
   SUBSCRIPTION_LIMIT_MESSAGE,
   type RefusalReason,
