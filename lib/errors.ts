@@ -30,6 +30,8 @@ export const ErrorCode = Object.freeze({
   MissingOption: 'ERR_MCP_SUBSCRIPTIONS_MISSING_OPTION',
   /** A count or bound that must be a positive safe integer is not. */
   NotPositiveInteger: 'ERR_MCP_SUBSCRIPTIONS_NOT_POSITIVE_INTEGER',
+  /** A count or duration that may be 0 (`hub.drain()`'s `overMs`) is not a non-negative safe integer. */
+  NotNonNegativeInteger: 'ERR_MCP_SUBSCRIPTIONS_NOT_NON_NEGATIVE_INTEGER',
   /** A duration is longer than Node's timers can wait (2147483647 ms). */
   DurationTooLong: 'ERR_MCP_SUBSCRIPTIONS_DURATION_TOO_LONG',
   /** An option that must be a boolean is not. */
@@ -234,6 +236,7 @@ const REFUSAL_RPC_CODE: Readonly<Record<RefusalReason, number>> = Object.freeze(
   'method-not-found': RpcErrorCode.MethodNotFound,
   'missing-capability': RpcErrorCode.MissingRequiredClientCapability,
   capacity: RpcErrorCode.InternalError,
+  draining: RpcErrorCode.InternalError,
   'shutting-down': RpcErrorCode.InternalError,
   internal: RpcErrorCode.InternalError,
 });
@@ -270,6 +273,12 @@ export class ProtocolError extends McpSubscriptionsError {
 
 /** The message of the capacity refusal, as the spec words it. */
 export const SUBSCRIPTION_LIMIT_MESSAGE = 'Subscription limit reached';
+
+/**
+ * The message of the refusal while the hub drains (`hub.drain()`): a -32603 with `Retry-After`, as
+ * the capacity refusal, worded so that a client's log says why (another node will serve it).
+ */
+export const DRAINING_MESSAGE = 'Server is draining';
 
 /** Whether `error` is one of this package's errors with the given code, across package copies. */
 export function hasErrorCode(error: unknown, code: string): boolean {

@@ -66,6 +66,7 @@ export const REFUSAL_STATUS: Readonly<Record<RefusalReason, number>> = Object.fr
   'method-not-found': 404,
   'missing-capability': 400,
   capacity: 503,
+  draining: 503,
   'shutting-down': 503,
   internal: 500,
 });

@@ -42,6 +42,7 @@ export type {
   CheckContext,
   CheckErrorMessage,
   CloseReason,
+  DrainOptions,
   FilterSummary,
   Hub,
   HubStats,

@@ -40,7 +40,7 @@ export type {
   NodeServeOptions,
   WrappedReply,
 } from './http.ts';
-export { ProtocolError, SUBSCRIPTION_LIMIT_MESSAGE } from './errors.ts';
+export { DRAINING_MESSAGE, ProtocolError, SUBSCRIPTION_LIMIT_MESSAGE } from './errors.ts';
 export type { RefusalReason } from './errors.ts';
 export { removedOptions } from './validate.ts';
 export { consoleLogger, failureSummary } from './diagnostics.ts';

@@ -121,6 +121,105 @@ export class KeepAliveClocks {
   }
 }
 
+/** The shortest fraction of `maxStreamDurationMs` a stream lives: its lifetime is drawn uniformly from [0.75, 1] × it. */
+export const LIFETIME_JITTER_FLOOR = 0.75;
+
+/**
+ * A stream's lifetime under `maxStreamDurationMs`: drawn uniformly between 0.75 and 1 times it (never
+ * more: the option is a limit a platform may enforce). `random` is `Math.random`'s contract, in [0, 1).
+ */
+export function streamLifetimeMs(maxMs: number, random: () => number = Math.random): number {
+  return maxMs * (LIFETIME_JITTER_FLOOR + (1 - LIFETIME_JITTER_FLOOR) * random());
+}
+
+/**
+ * The granularity of a {@link LifetimeClock}: 1 % of the limit, from 10 ms to 1 s. Fine enough that
+ * the ends stay spread (a quarter of the limit holds 25 or more ticks), coarse enough that a hub pays
+ * at most one timer callback per tick however many streams it holds.
+ */
+export function lifetimeTickMs(maxMs: number): number {
+  return Math.min(1000, Math.max(10, Math.floor(maxMs / 100)));
+}
+
+/**
+ * `maxStreamDurationMs` for all of a hub's streams: one interval timer (while any stream is held) and
+ * buckets of streams by the tick they end at, instead of a timer and a closure per stream. A stream
+ * ends in the tick before its drawn lifetime runs out, so never after it: between its lifetime minus
+ * two ticks and its lifetime (plus the event loop's own lateness). Only a hub with the option set has
+ * one; the streams themselves hold nothing of it.
+ */
+export class LifetimeClock {
+  /** Streams by the tick (time / tick, rounded down) in which they end. */
+  private readonly buckets = new Map<number, Set<ListenStream>>();
+  /** Which bucket each held stream is in, so that a stream that closes early leaves it at once. */
+  private readonly bucketOf = new Map<ListenStream, Set<ListenStream>>();
+  private timer: NodeJS.Timeout | undefined;
+  /** The last tick whose bucket was ended. */
+  private done = 0;
+  private readonly tickMs: number;
+
+  constructor(
+    private readonly maxMs: number,
+    /** Ends one stream whose time is up (gracefully: it may stay open a moment, then it leaves). */
+    private readonly expire: (stream: ListenStream) => void,
+    private readonly random: () => number = Math.random,
+  ) {
+    this.tickMs = lifetimeTickMs(maxMs);
+  }
+
+  join(stream: ListenStream): void {
+    const now = performance.now();
+    if (this.timer === undefined) {
+      this.done = Math.floor(now / this.tickMs);
+      this.timer = setInterval(this.tick, this.tickMs);
+      this.timer.unref();
+    }
+    // One tick early: a tick runs up to one tick after its start, and the limit must hold.
+    const at = Math.max(this.done + 1, Math.floor((now + streamLifetimeMs(this.maxMs, this.random)) / this.tickMs) - 1);
+    let bucket = this.buckets.get(at);
+    if (bucket === undefined) this.buckets.set(at, (bucket = new Set()));
+    bucket.add(stream);
+    this.bucketOf.set(stream, bucket);
+  }
+
+  leave(stream: ListenStream): void {
+    const bucket = this.bucketOf.get(stream);
+    if (bucket === undefined) return;
+    this.bucketOf.delete(stream);
+    bucket.delete(stream);
+    // An empty bucket is left for its tick to drop: finding its key again costs more than it holds.
+    if (this.bucketOf.size === 0) this.stop();
+  }
+
+  /** Stops the clock and forgets every stream (the hub closed). */
+  stop(): void {
+    if (this.timer !== undefined) clearInterval(this.timer);
+    this.timer = undefined;
+    this.buckets.clear();
+    this.bucketOf.clear();
+  }
+
+  private readonly tick = (): void => {
+    const due = Math.floor(performance.now() / this.tickMs);
+    const ending: ListenStream[] = [];
+    // A timer held back (a busy loop, a suspended machine) catches up on every tick it missed.
+    const take = (key: number): void => {
+      const bucket = this.buckets.get(key);
+      if (bucket === undefined) return;
+      this.buckets.delete(key);
+      for (const stream of bucket) {
+        this.bucketOf.delete(stream);
+        ending.push(stream);
+      }
+    };
+    if (due - this.done <= this.buckets.size) for (let key = this.done + 1; key <= due; key++) take(key);
+    else for (const key of [...this.buckets.keys()]) if (key <= due) take(key);
+    this.done = due;
+    for (const stream of ending) this.expire(stream);
+    if (this.bucketOf.size === 0) this.stop();
+  };
+}
+
 /**
  * Which stream a response (and, when it writes to it directly, a socket) belongs to: the `'close'` and
  * `'drain'` listeners are shared functions.

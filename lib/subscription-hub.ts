@@ -13,6 +13,7 @@ import {
 } from './diagnostics.ts';
 import {
   describeValue,
+  DRAINING_MESSAGE,
   ErrorCode,
   McpSubscriptionsError,
   OptionsError,
@@ -22,6 +23,7 @@ import {
 } from './errors.ts';
 import {
   KeepAliveClocks,
+  LifetimeClock,
   ListenStream,
   TickFlush,
   type StreamCounters,
@@ -36,6 +38,7 @@ import type {
   BusInterest,
   BusMember,
   CloseReason,
+  DrainOptions,
   InterestLease,
   FilterSummary,
   Hub,
@@ -59,6 +62,7 @@ import type {
 import {
   durationMs,
   durationOrFalse,
+  durationOrZero,
   given,
   knownKeys,
   loggerOption,
@@ -78,7 +82,11 @@ export const HUB_OPTION_KEYS = optionKeys<SubscriptionHubOptions>({
   completeTimeoutMs: true,
   retryAfterSeconds: true,
   stallTimeoutMs: true,
+  maxStreamDurationMs: true,
 });
+
+/** Every key of {@link DrainOptions}. */
+const DRAIN_OPTION_KEYS = optionKeys<DrainOptions>({ overMs: true });
 
 /**
  * The hub's removed options, each with what replaced it: refused with `ERR_MCP_SUBSCRIPTIONS_REMOVED_OPTION`
@@ -121,6 +129,7 @@ export function resolveHubOptions(options: SubscriptionHubOptions = {}): Resolve
     completeTimeoutMs: durationMs('completeTimeoutMs', given(options.completeTimeoutMs, 3000)),
     retryAfterSeconds: positiveInteger('retryAfterSeconds', given(options.retryAfterSeconds, 1)),
     stallTimeoutMs: durationOrFalse('stallTimeoutMs', given(options.stallTimeoutMs, 60_000)),
+    maxStreamDurationMs: durationOrFalse('maxStreamDurationMs', given(options.maxStreamDurationMs, false)),
   });
 }
 
@@ -352,6 +361,8 @@ export class SubscriptionHub implements Hub {
     client: 0,
     cancelled: 0,
     complete: 0,
+    expired: 0,
+    drained: 0,
     empty: 0,
     stalled: 0,
     failed: 0,
@@ -377,6 +388,7 @@ export class SubscriptionHub implements Hub {
     'method-not-found': 0,
     'missing-capability': 0,
     capacity: 0,
+    draining: 0,
     'shutting-down': 0,
     internal: 0,
   };
@@ -389,6 +401,12 @@ export class SubscriptionHub implements Hub {
   /** Listens the SDK served itself, refused by {@link subscribe}. */
   private uncheckedListens = 0;
   private closing = false;
+  /** The drain under way or done (`drain()`), from its first call: new listens are refused meanwhile. */
+  private drainRun: Promise<void> | undefined;
+  /** Ends at once what a drain under way has not ended yet: for `close()`. */
+  private hurryDrain: (() => void) | undefined;
+  /** `maxStreamDurationMs`'s clock, when it is set: nothing per stream otherwise. */
+  private readonly lifetime: LifetimeClock | undefined;
   /** Whether the bus failed last time: a bus that is down is reported once per outage, not per event. */
   private busFailing = false;
 
@@ -402,6 +420,13 @@ export class SubscriptionHub implements Hub {
       flush: new TickFlush(),
       keepAlive: new KeepAliveClocks(),
     };
+    const maxStreamDurationMs = this.options.maxStreamDurationMs;
+    this.lifetime =
+      maxStreamDurationMs === false
+        ? undefined
+        : new LifetimeClock(maxStreamDurationMs, (stream) => {
+            void stream.end('expired', true, this.options.completeTimeoutMs);
+          });
     // The engine face: a property of its own, not a member of the class, so that it is on no public type.
     const engine: HubEngine = Object.freeze({
       reserve: (principal: string, id: RequestId | null = null) => this.#reserve(principal, id),
@@ -527,6 +552,10 @@ export class SubscriptionHub implements Hub {
       this.refused++;
       throw this.shuttingDown(id);
     }
+    if (this.drainRun !== undefined) {
+      this.refused++;
+      throw this.drainingRefusal(id);
+    }
     if (
       this.streams.size + this.pending >= maxSubscriptions ||
       (maxSubscriptionsPerPrincipal !== false && mine >= maxSubscriptionsPerPrincipal)
@@ -608,6 +637,11 @@ export class SubscriptionHub implements Hub {
           release();
           throw this.shuttingDown(id);
         }
+        // Or started to drain: the drain has listed the streams it ends, and this one is not among them.
+        if (this.drainRun !== undefined) {
+          release();
+          throw this.drainingRefusal(id);
+        }
         // The slot stays held until the stream is registered, so that a failed open (headers
         // already sent by host middleware) can still give it back through release().
         const stream = this.attach(res, principal, init, lease);
@@ -666,6 +700,7 @@ export class SubscriptionHub implements Hub {
       refusals: { ...this.refusals },
       uncheckedListens: this.uncheckedListens,
       maxSubscriptions: this.options.maxSubscriptions,
+      draining: this.drainRun !== undefined && !this.closing,
     };
   }
 
@@ -704,12 +739,60 @@ export class SubscriptionHub implements Hub {
     await Promise.all([...this.streams].map((stream) => stream.end('complete', true, timeout)));
   }
 
+  drain(options: DrainOptions = {}): Promise<void> {
+    optionsObject(options, 'hub.drain() options');
+    knownKeys(options, DRAIN_OPTION_KEYS, 'hub.drain()');
+    const overMs = durationOrZero('overMs', given(options.overMs, 0));
+    if (this.closing) return Promise.resolve();
+    this.drainRun ??= this.runDrain(overMs);
+    return this.drainRun;
+  }
+
+  /**
+   * Ends the streams open now, one every `overMs / n`, the first at once, oldest first; resolves once
+   * every one has ended (a client that does not read is cut off within `completeTimeoutMs`). One timer
+   * at a time, re-armed for the next stream due: with more streams than milliseconds, a wake-up ends
+   * every stream due by then.
+   */
+  private async runDrain(overMs: number): Promise<void> {
+    const streams = [...this.streams];
+    const stepMs = streams.length === 0 ? 0 : overMs / streams.length;
+    const timeoutMs = this.options.completeTimeoutMs;
+    const started = performance.now();
+    const ends: Promise<void>[] = [];
+    let next = 0;
+    await new Promise<void>((resolve) => {
+      let timer: NodeJS.Timeout | undefined;
+      const run = (): void => {
+        clearTimeout(timer);
+        timer = undefined;
+        const elapsed = performance.now() - started;
+        while (next < streams.length && (this.closing || next * stepMs <= elapsed)) {
+          // Those left when close() hurries the drain are close()'s to count: `'complete'`.
+          const stream = streams[next++] as ListenStream;
+          ends.push(stream.end(this.closing ? 'complete' : 'drained', true, timeoutMs));
+        }
+        if (next < streams.length) {
+          timer = setTimeout(run, Math.max(1, Math.ceil(next * stepMs - elapsed)));
+          return;
+        }
+        this.hurryDrain = undefined;
+        resolve();
+      };
+      this.hurryDrain = run;
+      run();
+    });
+    await Promise.all(ends);
+  }
+
   async close(): Promise<void> {
     if (this.closing) return;
     this.closing = true;
     try {
+      this.hurryDrain?.();
       await this.complete();
     } finally {
+      this.lifetime?.stop();
       await this.leaveBus();
     }
   }
@@ -764,6 +847,10 @@ export class SubscriptionHub implements Hub {
     clearTimeout(timer);
   }
 
+  private drainingRefusal(id: RequestId | null): ProtocolError {
+    return new ProtocolError('draining', DRAINING_MESSAGE, { id, retryAfterSeconds: this.options.retryAfterSeconds });
+  }
+
   private shuttingDown(id: RequestId | null): ProtocolError {
     return new ProtocolError('shutting-down', 'Server is shutting down', {
       id,
@@ -811,6 +898,7 @@ export class SubscriptionHub implements Hub {
     for (const uri of filter.resourceSubscriptions ?? []) addTo(this.byUri, uri, stream);
     for (const taskId of filter.taskIds ?? []) addTo(this.byTask, taskId, stream);
     addTo(this.byRequest, requestKey(principal, init.id), stream);
+    this.lifetime?.join(stream);
     if (streamOpenChannel.hasSubscribers) {
       streamOpenChannel.publish({ principal, filter: filterSummary(filter) } satisfies StreamOpenMessage);
     }
@@ -832,6 +920,7 @@ export class SubscriptionHub implements Hub {
       for (const uri of filter.resourceSubscriptions ?? []) removeFrom(this.byUri, uri, stream);
       for (const taskId of filter.taskIds ?? []) removeFrom(this.byTask, taskId, stream);
       removeFrom(this.byRequest, requestKey(stream.principal, stream.id), stream);
+      this.lifetime?.leave(stream);
     }
     if (reason === 'failed' && !this.writeFailureLogged) {
       this.writeFailureLogged = true;

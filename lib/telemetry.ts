@@ -187,6 +187,14 @@ const OBSERVED: readonly ObservedSpec[] = [
     read: (sum) => sum.pending,
   },
   {
+    name: 'mcp.subscriptions.hubs.draining',
+    type: 'updown',
+    unit: '{hub}',
+    description:
+      'Hubs draining (hub.drain() called, not closed yet): new listens are refused, open streams are being ended.',
+    read: (sum) => sum.draining,
+  },
+  {
     name: 'mcp.subscriptions.queue.depth',
     type: 'updown',
     unit: '{event}',
@@ -398,6 +406,7 @@ interface Sums {
   coalesced: number;
   dropped: number;
   resynced: number;
+  draining: number;
   following: Record<ListChangedKind | 'resource_updated' | 'task_status', number>;
   refusals: Record<string, number>;
   closed: Record<string, number>;
@@ -422,6 +431,7 @@ function emptySums(): Sums {
     coalesced: 0,
     dropped: 0,
     resynced: 0,
+    draining: 0,
     following: {
       tools_list_changed: 0,
       prompts_list_changed: 0,
@@ -452,6 +462,7 @@ function addStats(sum: Sums, stats: HubStats, withKeys: { readonly uris: number;
   sum.coalesced += stats.coalesced;
   sum.dropped += stats.dropped;
   sum.resynced += stats.resynced;
+  if (stats.draining) sum.draining++;
   sum.following.tools_list_changed += stats.listening.toolsListChanged;
   sum.following.prompts_list_changed += stats.listening.promptsListChanged;
   sum.following.resources_list_changed += stats.listening.resourcesListChanged;

@@ -293,6 +293,34 @@ export interface SubscriptionHubOptions {
    * @default 60000
    */
   readonly stallTimeoutMs?: number | false;
+  /**
+   * How long a stream may stay open, in milliseconds (1 to 2147483647), or `false` for no limit. A
+   * stream is ended gracefully (what it has queued, then its terminal result, exactly as `complete()`
+   * ends it) after a random time drawn uniformly between 0.75 and 1 times this from its
+   * acknowledgement (to within 1 % of it, at most 1 s), never later; its client listens again. For a
+   * platform that cuts requests after a time limit (serverless: set it below the limit), and to
+   * rebalance a fleet (a stream opened before a node joined moves to it on its next listen). Counted
+   * as closed `'expired'`.
+   *
+   * Why a quarter of the duration of jitter: clients that listened together (after a deploy or an
+   * outage) would otherwise all come back together, every `maxStreamDurationMs`. Drawn from the last
+   * quarter, their first round of re-listens is spread over a quarter of the duration, and each later
+   * round adds its own draw, so their phases soon spread over the whole period; the limit itself is
+   * never passed, and streams live 7/8 of it on average: re-listens per second are about
+   * `openStreams / (0.875 × maxStreamDurationMs)` (docs/deploy.md).
+   * @default false
+   */
+  readonly maxStreamDurationMs?: number | false;
+}
+
+/** Options of {@link Hub.drain}. */
+export interface DrainOptions {
+  /**
+   * Over how many milliseconds (0 to 2147483647) the open streams are ended, evenly spread: with `n`
+   * streams, one every `overMs / n`, the first at once. `0` ends them all at once.
+   * @default 0
+   */
+  readonly overMs?: number;
 }
 
 /** The hub's options after defaults and validation (`hub.options`). */
@@ -321,6 +349,10 @@ export type CloseReason =
   | 'cancelled'
   /** The server completed it gracefully (`hub.complete()`, shutdown). */
   | 'complete'
+  /** Ended gracefully (its terminal result) after `maxStreamDurationMs`: its client listens again. */
+  | 'expired'
+  /** Ended gracefully (its terminal result) by `hub.drain()`, before a deploy stops the process. */
+  | 'drained'
   /** Nothing of the filter was honoured: acknowledged, then completed at once. */
   | 'empty'
   /** Its client accepted no byte for `stallTimeoutMs`: the socket was destroyed. */
@@ -395,6 +427,11 @@ export interface HubStats {
    */
   uncheckedListens: number;
   maxSubscriptions: number;
+  /**
+   * Whether `hub.drain()` was called (and `close()` was not): new listens are refused (503,
+   * `Retry-After`, counted in `refusals.draining`) and the open streams are being ended, or have been.
+   */
+  draining: boolean;
 }
 
 /**
@@ -447,6 +484,30 @@ export interface Hub {
    * ends the response. New streams may still open afterwards (see {@link close}).
    */
   complete(): Promise<void>;
+  /**
+   * Drains the hub before a deploy stops the process: from the call, new listens are refused with HTTP
+   * 503, `Retry-After` and the JSON-RPC error -32603 "Server is draining" (counted in
+   * `stats().refusals.draining`), and the open streams are ended gracefully (each its terminal result,
+   * counted as closed `'drained'`) spread evenly over `overMs`, so that their clients do not all listen
+   * again elsewhere at the same moment. Resolves once every one has ended. Events still reach the
+   * streams not ended yet. The hub stays draining: call {@link close} next.
+   *
+   * Idempotent: a second call returns the first one's promise. `close()` during a drain ends the
+   * streams left at once (the drain then resolves); after `close()`, a drain does nothing. Throws an
+   * `OptionsError` (`ERR_MCP_SUBSCRIPTIONS_OPTIONS_NOT_OBJECT`, `ERR_MCP_SUBSCRIPTIONS_NOT_NON_NEGATIVE_INTEGER`,
+   * `ERR_MCP_SUBSCRIPTIONS_DURATION_TOO_LONG`, `ERR_MCP_SUBSCRIPTIONS_UNKNOWN_OPTION`) at the call for a
+   * mistake in its options.
+   *
+   * @example
+   * ```ts
+   * process.on('SIGTERM', async () => {
+   *   await hub.drain({ overMs: 20_000 }); // within the orchestrator's grace period
+   *   await hub.close();
+   *   server.close();
+   * });
+   * ```
+   */
+  drain(options?: DrainOptions): Promise<void>;
   /**
    * Refuses new streams (HTTP 503) and ignores further events, completes every open stream, and
    * leaves the bus. Idempotent.
@@ -670,5 +731,6 @@ export type RefusalReason =
   | 'method-not-found'
   | 'missing-capability'
   | 'capacity'
+  | 'draining'
   | 'shutting-down'
   | 'internal';

@@ -142,6 +142,17 @@ export function positiveInteger(name: string, value: unknown, alternative = ''):
   return value;
 }
 
+/** A non-negative safe integer (0 allowed). */
+export function nonNegativeInteger(name: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    throw new OptionsError(
+      ErrorCode.NotNonNegativeInteger,
+      `Expected \`${name}\` to be a non-negative integer, got ${describeValue(value)}`,
+    );
+  }
+  return value;
+}
+
 /** A duration in milliseconds a timer can wait for: a positive integer up to {@link MAX_TIMER_MS}. */
 export function durationMs(name: string, value: unknown, alternative = ''): number {
   const ms = positiveInteger(name, value, alternative);
@@ -149,6 +160,18 @@ export function durationMs(name: string, value: unknown, alternative = ''): numb
     throw new OptionsError(
       ErrorCode.DurationTooLong,
       `Expected \`${name}\` to be at most ${MAX_TIMER_MS} ms (about 24.8 days)${alternative}, got ${describeValue(value)}`,
+    );
+  }
+  return ms;
+}
+
+/** A duration in milliseconds that may be 0 (`hub.drain()`'s `overMs`), up to {@link MAX_TIMER_MS}. */
+export function durationOrZero(name: string, value: unknown): number {
+  const ms = nonNegativeInteger(name, value);
+  if (ms > MAX_TIMER_MS) {
+    throw new OptionsError(
+      ErrorCode.DurationTooLong,
+      `Expected \`${name}\` to be at most ${MAX_TIMER_MS} ms (about 24.8 days), got ${describeValue(value)}`,
     );
   }
   return ms;

@@ -13,7 +13,7 @@ const config = readConfigOrExit();
 // With METRICS_PORT: the metrics server listens, and the MeterProvider is registered, before the app
 // builds its hub, whose instruments report through the provider registered at its construction.
 const metrics = await serveMetricsOrExit(config);
-const { app, ready, close } = createApp(config);
+const { app, hub, ready, close } = createApp(config);
 const server = createServer(app);
 // With REDIS_URL or REDIS_CLUSTER, announce "listening" only once this instance receives what the others publish.
 await ready();
@@ -26,14 +26,19 @@ server.listen(config.port, config.host, () => {
   console.log(`listening on ${mcpUrlOf(server.address() as AddressInfo)} (express)`);
 });
 
-exitGracefullyOnSignals(server, async () => {
-  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-  // Every open listen stream gets its terminal result (resultType "complete"), then ends.
-  try {
-    await close();
-    await closed;
-  } finally {
-    // Last: a scrape while the streams end still answers, with their final counts.
-    await metrics?.close();
-  }
-});
+// After the drain over DRAIN_MS (every open listen stream gets its terminal result, resultType
+// "complete", spread over it): the server closes, and the streams left, if any, end.
+exitGracefullyOnSignals(
+  server,
+  async () => {
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    try {
+      await close();
+      await closed;
+    } finally {
+      // Last: a scrape while the streams end still answers, with their final counts.
+      await metrics?.close();
+    }
+  },
+  { hub, drainMs: config.drainMs },
+);

@@ -13,7 +13,7 @@ const config = readConfigOrExit();
 // With METRICS_PORT: the metrics server listens, and the MeterProvider is registered, before the app
 // builds its hub, whose instruments report through the provider registered at its construction.
 const metrics = await serveMetricsOrExit(config);
-const { app, ready, close } = createApp(config);
+const { app, hub, ready, close } = createApp(config);
 // With REDIS_URL or REDIS_CLUSTER, announce "listening" only once this instance receives what the others publish.
 await ready();
 
@@ -29,12 +29,17 @@ try {
 // The host in parentheses: the contract's way for a test or a script to know which sample it started.
 console.log(`listening on ${mcpUrlOf(app.server.address() as AddressInfo)} (fastify)`);
 
-// close() ends every open listen stream with its terminal result, then closes the HTTP server; the
-// metrics server closes last, so that a scrape while the streams end still answers.
-exitGracefullyOnSignals(app.server, async () => {
-  try {
-    await close();
-  } finally {
-    await metrics?.close();
-  }
-});
+// After the drain over DRAIN_MS: close() ends every listen stream left with its terminal result, then
+// closes the HTTP server; the metrics server closes last, so that a scrape while the streams end still
+// answers.
+exitGracefullyOnSignals(
+  app.server,
+  async () => {
+    try {
+      await close();
+    } finally {
+      await metrics?.close();
+    }
+  },
+  { hub, drainMs: config.drainMs },
+);

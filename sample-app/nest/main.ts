@@ -9,6 +9,7 @@ import 'reflect-metadata';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ConsoleLogger, type LogLevel } from '@nestjs/common';
+import { SubscriptionHub } from 'mcp-subscriptions/nest';
 import { serveMetricsOrExit } from '../shared/metrics.ts';
 import { exitGracefullyOnSignals, fail, mcpUrlOf, readConfigOrExit } from '../shared/process.ts';
 import { AppModule } from './app.module.ts';
@@ -49,13 +50,17 @@ const server = app.getHttpServer() as Server;
 // The host in parentheses: the contract's way for a test or a script to know which sample it started.
 console.log(`listening on ${mcpUrlOf(server.address() as AddressInfo)} (nest on ${platform})`);
 
-// app.close() ends every open listen stream with its terminal result (the module's shutdown hook),
-// then closes the HTTP server; the metrics server closes last, so that a scrape while the streams end
-// still answers.
-exitGracefullyOnSignals(server, async () => {
-  try {
-    await app.close();
-  } finally {
-    await metrics?.close();
-  }
-});
+// After the drain over DRAIN_MS: app.close() ends every listen stream left with its terminal result
+// (the module's shutdown hook), then closes the HTTP server; the metrics server closes last, so that a
+// scrape while the streams end still answers.
+exitGracefullyOnSignals(
+  server,
+  async () => {
+    try {
+      await app.close();
+    } finally {
+      await metrics?.close();
+    }
+  },
+  { hub: app.get(SubscriptionHub), drainMs: config.drainMs },
+);

@@ -76,6 +76,7 @@ export function sampleHubOptions(config: SampleConfig, bus: SubscriptionBus | un
     ...passedThrough,
     maxSubscriptions: config.maxSubscriptions,
     ...(config.stallTimeoutMs === undefined ? {} : { stallTimeoutMs: config.stallTimeoutMs }),
+    ...(config.maxStreamDurationMs === undefined ? {} : { maxStreamDurationMs: config.maxStreamDurationMs }),
     ...(config.maxSubscriptionsPerPrincipal === undefined
       ? {}
       : { maxSubscriptionsPerPrincipal: config.maxSubscriptionsPerPrincipal }),

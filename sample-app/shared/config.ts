@@ -55,6 +55,18 @@ export interface SampleConfig {
    * served, and the OpenTelemetry SDK is not even loaded. @default unset
    */
   readonly metricsPort: number | undefined;
+  /**
+   * `MAX_STREAM_DURATION_MS`: the hub's `maxStreamDurationMs`, a listen stream's longest life (ended
+   * gracefully after 0.75 to 1 times it, so that its client listens again). `undefined`: no limit.
+   * @default undefined (no limit)
+   */
+  readonly maxStreamDurationMs: number | undefined;
+  /**
+   * `DRAIN_MS`: on SIGTERM or SIGINT, the open listen streams are ended spread over this many
+   * milliseconds (`hub.drain({ overMs })`, new listens refused meanwhile with 503 and `Retry-After`)
+   * before the app closes; `0` ends them all at once. @default 0
+   */
+  readonly drainMs: number;
 }
 
 /** The configuration with every variable unset. */
@@ -70,6 +82,8 @@ export const DEFAULT_CONFIG: SampleConfig = Object.freeze({
   redisCluster: undefined,
   conformance: false,
   metricsPort: undefined,
+  maxStreamDurationMs: undefined,
+  drainMs: 0,
 });
 
 /** An environment variable with a value the app cannot start with. Its message is one line. */
@@ -210,6 +224,8 @@ export function loadConfig(env: Env = process.env): SampleConfig {
     redisCluster: cluster === undefined ? undefined : Object.freeze(cluster),
     conformance: conformance === '1',
     metricsPort,
+    maxStreamDurationMs: integer(env, 'MAX_STREAM_DURATION_MS', undefined, 1, 2_147_483_647),
+    drainMs: integer(env, 'DRAIN_MS', DEFAULT_CONFIG.drainMs, 0, 2_147_483_647),
   });
 }
 

@@ -818,6 +818,34 @@ describe('re-listening (reconnect)', () => {
     expect(server.exchanges.length).toBe(2);
   });
 
+  test('a graceful end is routine: after a run of failures, it re-listens at the first step, with no error', async () => {
+    server.script = (exchange) => {
+      const { id } = exchange.body;
+      if (exchange.n === 1) {
+        acknowledge(exchange, { toolsListChanged: true });
+        exchange.res.end(); // lost
+      } else if (exchange.n <= 3) {
+        exchange.res.writeHead(502).end('bad gateway');
+      } else if (exchange.n === 4) {
+        acknowledge(exchange, { toolsListChanged: true }, resultFrame(id)); // then the server ends it gracefully
+        exchange.res.end();
+      } else {
+        acknowledge(exchange, { toolsListChanged: true }, noteFrame(id, TOOLS));
+      }
+    };
+    const subscription = await subscribe(server.url, undefined, { reconnect: quick });
+    const items: SubscriptionItem[] = [];
+    for await (const item of subscription) {
+      items.push(item);
+      if (item.type === 'notification') break;
+    }
+    // The failures grew the backoff (three attempts); the graceful end started it again (one).
+    expect(
+      items.map((item) => (item.type === 'gap' ? `gap ${item.reason} ${item.attempts}` : item.type)),
+    ).toStrictEqual(['gap lost 3', 'gap complete 1', 'notification']);
+    expect(subscription.error).toBeUndefined();
+  });
+
   test('a refusal that would be refused again ends the subscription as refused, with the error', async () => {
     server.script = (exchange) => {
       if (exchange.n === 1) acknowledge(exchange, { toolsListChanged: true });

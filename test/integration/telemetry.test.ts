@@ -301,3 +301,51 @@ describe('a trace across nodes', () => {
     expect(telemetry.spans.getFinishedSpans()).toStrictEqual([]);
   });
 });
+
+describe('streams that end on purpose', () => {
+  test('the draining gauge, expired and drained closes and draining refusals say what stats() says', async () => {
+    const hubC = new SubscriptionHub({ logger: recordingLogger(), maxStreamDurationMs: 200 });
+    const app = express();
+    app.post('/mcp', authFromUserHeader, mcpSubscriptions({ hub: hubC, capabilities: { toolsListChanged: true } }));
+    const serverC = await listenOn(app);
+    try {
+      const expiring = await listen(serverC.url, 'e1', { toolsListChanged: true }, { 'x-user': 'alice-7f3a' });
+      await expiring.end(); // ended by maxStreamDurationMs
+      const open = await listen(serverC.url, 'd1', { toolsListChanged: true }, { 'x-user': 'bob-91c2' });
+      await open.event(1);
+      const drained = hubC.drain({ overMs: 60_000 }); // the first stream at once: `open`
+      await open.end();
+      const refused = await listen(serverC.url, 'r1', { toolsListChanged: true }, { 'x-user': 'alice-7f3a' });
+      await refused.end();
+      expect(refused.status).toBe(503);
+      await drained;
+
+      const all = await collect();
+      const each = [hubA.stats(), hubB.stats(), hubC.stats()];
+      const sum = (read: (stats: (typeof each)[number]) => number): number =>
+        each.reduce((total, stats) => total + read(stats), 0);
+      const closed = (reason: string): number =>
+        valueOf(all, 'mcp.subscriptions.streams.closed', { 'mcp.subscriptions.close.reason': reason });
+      expect({
+        draining: valueOf(all, 'mcp.subscriptions.hubs.draining'),
+        expired: closed('expired'),
+        drained: closed('drained'),
+        refusedDraining: valueOf(all, 'mcp.subscriptions.listens.refused', { 'error.type': 'draining' }),
+      }).toStrictEqual({
+        draining: 1,
+        expired: sum((stats) => stats.closed.expired),
+        drained: sum((stats) => stats.closed.drained),
+        refusedDraining: sum((stats) => stats.refusals.draining),
+      });
+      // And the workload's own numbers, so that agreeing at zero would not pass.
+      expect([hubC.stats().closed.expired, hubC.stats().closed.drained, hubC.stats().refusals.draining]).toStrictEqual([
+        1, 1, 1,
+      ]);
+    } finally {
+      await hubC.close();
+      await serverC.close();
+    }
+    // Closed: no longer draining.
+    expect(valueOf(await collect(), 'mcp.subscriptions.hubs.draining')).toBe(0);
+  });
+});

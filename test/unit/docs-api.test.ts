@@ -203,7 +203,7 @@ describe("docs/api.md's defaults are the ones the resolvers apply", () => {
   const logger = recordingLogger();
 
   test('new SubscriptionHub()', () => {
-    expect(expectDefaults(table('new SubscriptionHub()'), resolveHubOptions({}))).toBe(5);
+    expect(expectDefaults(table('new SubscriptionHub()'), resolveHubOptions({}))).toBe(6);
   });
 
   test('mcpSubscriptions()', () => {

@@ -46,6 +46,7 @@ const REFUSALS: Record<RefusalReason, { status: number; rpc: number }> = {
   'method-not-found': { status: 404, rpc: RpcErrorCode.MethodNotFound },
   'missing-capability': { status: 400, rpc: RpcErrorCode.MissingRequiredClientCapability },
   capacity: { status: 503, rpc: RpcErrorCode.InternalError },
+  draining: { status: 503, rpc: RpcErrorCode.InternalError },
   'shutting-down': { status: 503, rpc: RpcErrorCode.InternalError },
   internal: { status: 500, rpc: RpcErrorCode.InternalError },
 };
@@ -171,7 +172,8 @@ describe('the refusal table', () => {
       (typeof REFUSALS)[RefusalReason],
     ][]) {
       const res = new FakeResponse();
-      const retry = reason === 'capacity' || reason === 'shutting-down' ? { retryAfterSeconds: 3 } : {};
+      const retry =
+        reason === 'capacity' || reason === 'draining' || reason === 'shutting-down' ? { retryAfterSeconds: 3 } : {};
       writeProtocolError(res, new ProtocolError(reason, `Refused (${reason})`, { id: `req-${reason}`, ...retry }));
       expect({
         reason,

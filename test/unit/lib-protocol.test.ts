@@ -63,6 +63,7 @@ describe('spec §6 HTTP statuses', () => {
     expect(row('not-acceptable')).toStrictEqual([-32600, 406]);
     expect(row('body-too-large')).toStrictEqual([-32600, 413]);
     expect(row('shutting-down')).toStrictEqual([-32603, 503]);
+    expect(row('draining')).toStrictEqual([-32603, 503]);
     expect(row('internal')).toStrictEqual([-32603, 500]);
     // Every reason has its row: the table in lib/http.ts is the only one.
     expect(Object.keys(REFUSAL_STATUS).sort()).toStrictEqual(
@@ -75,6 +76,7 @@ describe('spec §6 HTTP statuses', () => {
         'method-not-found',
         'missing-capability',
         'capacity',
+        'draining',
         'unsupported-media-type',
         'not-acceptable',
         'body-too-large',
