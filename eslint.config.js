@@ -4,7 +4,18 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
-const frameworks = ['express', 'express4', '@nestjs/*', 'ioredis', 'redis', 'rxjs', 'class-validator'];
+const frameworks = [
+  'express',
+  'express4',
+  '@nestjs/*',
+  'ioredis',
+  'redis',
+  'rxjs',
+  'class-validator',
+  'hono',
+  'hono/*',
+  '@hono/*',
+];
 
 // lib/ imports only node:* and itself.
 const libPatterns = [
@@ -134,7 +145,7 @@ export default tseslint.config(
             {
               regex: '(^|/)(lib|adapters)/',
               message:
-                'The samples are host apps: they import the published entries (mcp-subscriptions, /express, /fastify, /nest, /redis) only.',
+                'The samples are host apps: they import the published entries (mcp-subscriptions, /express, /fastify, /nest, /redis, /fetch, /hono) only.',
             },
           ],
         },
