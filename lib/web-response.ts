@@ -32,6 +32,17 @@ const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding']);
 
 const encoder = new TextEncoder();
 
+/**
+ * What an aborted body errors with: Node's code for a stream that ended before it completed, which
+ * servers of fetch handlers take for an abort rather than a failure (`@hono/node-server` resets the
+ * connection without writing an error page into the stream).
+ */
+function prematureClose(): Error {
+  return Object.assign(new Error('mcp-subscriptions: the listen response was aborted'), {
+    code: 'ERR_STREAM_PREMATURE_CLOSE',
+  });
+}
+
 /** One response of the fetch face: written to by the engine, read by the runtime as a `Response`. */
 export class WebStreamResponse extends EventEmitter implements StreamResponse {
   headersSent = false;
@@ -62,7 +73,11 @@ export class WebStreamResponse extends EventEmitter implements StreamResponse {
           this.controller = controller;
         },
         pull: () => this.pulled(),
-        cancel: () => this.gone(),
+        cancel: () => {
+          // Cancelled: the stream is closed already, and takes neither close() nor error().
+          this.bodyDone = true;
+          this.gone();
+        },
       },
       new ByteLengthQueuingStrategy({ highWaterMark: WEB_HIGH_WATER_MARK }),
     );
@@ -110,22 +125,11 @@ export class WebStreamResponse extends EventEmitter implements StreamResponse {
     return this;
   }
 
+  /** Aborts the response: the runtime resets the connection (a stalled client, a cancelled listen, a failure). */
   destroy(): this {
-    if (this.destroyed) return this;
-    this.destroyed = true;
-    if (!this.headersSent) {
-      this.headersSent = true;
-      this.settle(new Response(null, { status: CLOSED_BEFORE_HEAD_STATUS }));
-    }
-    if (!this.bodyDone) {
-      this.bodyDone = true;
-      // An errored body is how a fetch handler aborts a response: the runtime resets the connection.
-      this.controller.error(new Error('mcp-subscriptions: listen response destroyed'));
-    }
-    this.emitClose();
+    this.stop(true);
     return this;
   }
-
   /**
    * The response of the request the engine served: `serving` is the engine's promise, which settles
    * after the head is written, or with nothing written at all (the client left first).
@@ -160,8 +164,24 @@ export class WebStreamResponse extends EventEmitter implements StreamResponse {
 
   /** The client left (the request's signal) or the runtime stopped reading (cancelled the body). */
   private gone(): void {
-    if (this.bodyDone && this.writableEnded) return;
-    this.destroy();
+    // Nobody reads any more: the body is closed rather than errored, since an errored body is, to the
+    // runtime, a failure of the handler's (`@hono/node-server` logs each one as an error).
+    this.stop(false);
+  }
+
+  private stop(abort: boolean): void {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    if (!this.headersSent) {
+      this.headersSent = true;
+      this.settle(new Response(null, { status: CLOSED_BEFORE_HEAD_STATUS }));
+    }
+    if (!this.bodyDone) {
+      this.bodyDone = true;
+      if (abort) this.controller.error(prematureClose());
+      else this.controller.close();
+    }
+    this.emitClose();
   }
 
   private emitClose(): void {

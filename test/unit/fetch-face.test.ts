@@ -157,7 +157,7 @@ describe('fetch face: a listen in, an SSE Response out', () => {
     await waitFor(() => hub.stats().closed.stalled === 1, 'the stall timeout');
     expect(hub.stats().openStreams).toBe(0);
     await body.readToEnd();
-    expect(String(body.failed)).toMatch(/destroyed/);
+    expect(String(body.failed)).toMatch(/aborted/);
   });
 
   test("the request's signal is the client leaving: the stream closes as 'client', its slot freed", async () => {
