@@ -31,6 +31,8 @@ const ENTRIES = {
   './fastify': 'adapters/fastify/index',
   './nest': 'adapters/nest/index',
   './redis': 'adapters/redis/index',
+  './fetch': 'adapters/fetch/index',
+  './hono': 'adapters/hono/index',
   './client': 'adapters/client/index',
 } as const;
 
@@ -89,6 +91,8 @@ describe('the published manifest', () => {
       ['./fastify', ['mcp-subscriptions-source'], './adapters/fastify/index.ts'],
       ['./nest', ['mcp-subscriptions-source'], './adapters/nest/index.ts'],
       ['./redis', ['mcp-subscriptions-source'], './adapters/redis/index.ts'],
+      ['./fetch', ['mcp-subscriptions-source'], './adapters/fetch/index.ts'],
+      ['./hono', ['mcp-subscriptions-source'], './adapters/hono/index.ts'],
       ['./client', ['mcp-subscriptions-source'], './adapters/client/index.ts'],
     ]);
     const conditions = new Set(leaves.flatMap((leaf) => leaf.conditions));
@@ -118,6 +122,8 @@ describe('the published manifest', () => {
         fastify: ['./dist/cjs/adapters/fastify/index.d.ts'],
         nest: ['./dist/cjs/adapters/nest/index.d.ts'],
         redis: ['./dist/cjs/adapters/redis/index.d.ts'],
+        fetch: ['./dist/cjs/adapters/fetch/index.d.ts'],
+        hono: ['./dist/cjs/adapters/hono/index.d.ts'],
         client: ['./dist/cjs/adapters/client/index.d.ts'],
       },
     });
@@ -149,10 +155,10 @@ describe('the published files', () => {
   it('are the two builds, the sources their maps point to, the README, the licence and the manifest: nothing else', () => {
     const unexpected = files.filter(
       (file) =>
-        !/^dist\/(cjs\/)?(lib|adapters\/(express|fastify|nest|redis|client))\/[a-z-.]+\.(js|js\.map|d\.ts)$/.test(
+        !/^dist\/(cjs\/)?(lib|adapters\/(express|fastify|nest|redis|fetch|hono|client))\/[a-z-.]+\.(js|js\.map|d\.ts)$/.test(
           file,
         ) &&
-        !/^(lib|adapters\/(express|fastify|nest|redis|client))\/[a-z-.]+\.ts$/.test(file) &&
+        !/^(lib|adapters\/(express|fastify|nest|redis|fetch|hono|client))\/[a-z-.]+\.ts$/.test(file) &&
         !['dist/cjs/package.json', 'README.md', 'LICENSE', 'package.json'].includes(file),
     );
     expect(unexpected).toStrictEqual([]);

@@ -181,6 +181,15 @@ describe('docs/api.md names exactly the options each entry point accepts', () =>
     for (const key of FASTIFY_REGISTER_OPTIONS) expect(loadFastifyPlugin({ [key]: undefined }).error).toBeUndefined();
   });
 
+  test("createFetchListen() and the Hono middleware: the listen options and the Node adapters' two", () => {
+    const accepted = [...LISTEN_OPTION_KEYS, ...NODE_ADAPTER_OPTION_KEYS].sort();
+    expect(namesOf(table('createFetchListen()'))).toEqual(accepted);
+    expect(namesOf(table('mcpSubscriptions (Hono)'))).toEqual(accepted);
+    for (const name of ['createFetchListen()', 'mcpSubscriptions (Hono)']) {
+      expect(expectDefaults(table(name), { maxBodyBytes: DEFAULT_MAX_BODY_BYTES })).toBe(1);
+    }
+  });
+
   test('listen(), its reconnect and waitFor()', () => {
     expect(namesOf(table('listen()'))).toEqual([...CLIENT_LISTEN_OPTION_KEYS].sort());
     expect(namesOf(table('listen() reconnect'))).toEqual([...RECONNECT_OPTION_KEYS].sort());
@@ -224,6 +233,15 @@ describe("docs/api.md's defaults are the ones the resolvers apply", () => {
   test('new RedisBus()', () => {
     const resolved = resolveRedisBusOptions({ url: 'redis://127.0.0.1:1', logger });
     expect(expectDefaults(table('new RedisBus()'), { ...resolved })).toBe(2);
+  });
+
+  test("createFetchListen() and the Hono middleware: the listen options and the Node adapters' two", () => {
+    const accepted = [...LISTEN_OPTION_KEYS, ...NODE_ADAPTER_OPTION_KEYS].sort();
+    expect(namesOf(table('createFetchListen()'))).toEqual(accepted);
+    expect(namesOf(table('mcpSubscriptions (Hono)'))).toEqual(accepted);
+    for (const name of ['createFetchListen()', 'mcpSubscriptions (Hono)']) {
+      expect(expectDefaults(table(name), { maxBodyBytes: DEFAULT_MAX_BODY_BYTES })).toBe(1);
+    }
   });
 
   test('listen(), its reconnect and waitFor()', () => {
