@@ -570,9 +570,10 @@ export async function serveFetchRequest<Req>(
   const headers = headerBagOf(request.headers);
   const headerListen = headerNamesListen(headers['mcp-method']);
   let body: unknown;
-  let rawBody: string | undefined;
+  let rawBody: Buffer | string | undefined;
   if (parsed !== undefined) {
-    ({ body, rawBody } = bodyInput(parsed.body) as { body: unknown; rawBody?: string });
+    // What a framework's parser left: a parsed body, or the bytes of a raw or text parser (parsed here for routing).
+    ({ body, rawBody } = bodyInput(parsed.body));
   } else {
     if (!isJsonContentType(headers['content-type']) && !headerListen) return { response: undefined, body: undefined };
     try {

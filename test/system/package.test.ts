@@ -382,6 +382,8 @@ interface ConsumerReport {
     McpSubscriptionsModule: boolean;
     RedisBus: string;
     redisStats: string;
+    fetchListen: string;
+    hono: string;
     listen: string;
     listenErrorCode: string;
   };
@@ -424,6 +426,8 @@ describe('consumers compiled against the tarball with their own tsconfig, then r
         McpSubscriptionsModule: true,
         RedisBus: 'function',
         redisStats: 'connected',
+        fetchListen: 'function',
+        hono: 'function',
         listen: 'function',
         listenErrorCode: 'ERR_MCP_SUBSCRIPTIONS_LISTEN_REFUSED',
       });

@@ -6,6 +6,8 @@ import { mcpSubscriptions, type McpSubscriptionsMiddleware } from 'mcp-subscript
 import { mcpSubscriptions as fastifyPlugin, type McpSubscriptionsFastifyOptions } from 'mcp-subscriptions/fastify';
 import { McpSubscriptionsModule, type McpSubscriptionsModuleOptions } from 'mcp-subscriptions/nest';
 import { RedisBus, type RedisBusStats } from 'mcp-subscriptions/redis';
+import { createFetchListen, type FetchListen } from 'mcp-subscriptions/fetch';
+import { mcpSubscriptions as honoMiddleware, type McpSubscriptionsHonoMiddleware } from 'mcp-subscriptions/hono';
 import { listen, ListenError, type ListenOptions, type SubscriptionItem } from 'mcp-subscriptions/client';
 
 const hub = new SubscriptionHub();
@@ -15,6 +17,12 @@ const pluginOptions: McpSubscriptionsFastifyOptions = { hub, capabilities: { too
 const options: McpSubscriptionsModuleOptions = { capabilities: { toolsListChanged: true } };
 const dynamicModule = McpSubscriptionsModule.forRoot(options);
 const redisStats: keyof RedisBusStats = 'connected';
+const fetchListen: FetchListen = createFetchListen({
+  hub,
+  capabilities: { toolsListChanged: true },
+  principal: () => undefined,
+});
+const hono: McpSubscriptionsHonoMiddleware = honoMiddleware({ hub, capabilities: { toolsListChanged: true } });
 const listenOptions: ListenOptions = { maxBuffer: 10, reconnect: { maxAttempts: 3 } };
 const listenError = new ListenError('ERR_MCP_SUBSCRIPTIONS_LISTEN_REFUSED', 'refused', { status: 503 });
 const endItem: SubscriptionItem = { type: 'end', reason: 'closed' };
@@ -46,6 +54,8 @@ console.log(
       './fastify': import.meta.resolve('mcp-subscriptions/fastify'),
       './nest': import.meta.resolve('mcp-subscriptions/nest'),
       './redis': import.meta.resolve('mcp-subscriptions/redis'),
+      './fetch': import.meta.resolve('mcp-subscriptions/fetch'),
+      './hono': import.meta.resolve('mcp-subscriptions/hono'),
       './client': import.meta.resolve('mcp-subscriptions/client'),
     },
     values: {
@@ -56,6 +66,8 @@ console.log(
       McpSubscriptionsModule: dynamicModule.module === McpSubscriptionsModule,
       RedisBus: typeof RedisBus,
       redisStats,
+      fetchListen: typeof fetchListen,
+      hono: typeof hono,
       listen: typeof listen,
       listenErrorCode: endItem.type === 'end' && listenOptions.maxBuffer === 10 ? listenError.code : '',
     },
