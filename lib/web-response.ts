@@ -33,14 +33,13 @@ const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding']);
 const encoder = new TextEncoder();
 
 /**
- * What an aborted body errors with: Node's code for a stream that ended before it completed, which
- * servers of fetch handlers take for an abort rather than a failure (`@hono/node-server` resets the
- * connection without writing an error page into the stream).
+ * What an aborted body errors with. A plain error on purpose: a server of fetch handlers answers it by
+ * destroying the connection at once, even while it waits for a client that stopped reading to drain
+ * (`@hono/node-server` does). Node's premature-close code would spare a log line there, but that server
+ * then leaves the connection to the client, and a stalled one holds it, and the HTTP server, for ever.
  */
-function prematureClose(): Error {
-  return Object.assign(new Error('mcp-subscriptions: the listen response was aborted'), {
-    code: 'ERR_STREAM_PREMATURE_CLOSE',
-  });
+function aborted(): Error {
+  return new Error('mcp-subscriptions: the listen response was aborted');
 }
 
 /** One response of the fetch face: written to by the engine, read by the runtime as a `Response`. */
@@ -165,7 +164,7 @@ export class WebStreamResponse extends EventEmitter implements StreamResponse {
   /** The client left (the request's signal) or the runtime stopped reading (cancelled the body). */
   private gone(): void {
     // Nobody reads any more: the body is closed rather than errored, since an errored body is, to the
-    // runtime, a failure of the handler's (`@hono/node-server` logs each one as an error).
+    // runtime, a failure of the handler's (`@hono/node-server` logs each one as an error, see aborted()).
     this.stop(false);
   }
 
@@ -178,7 +177,7 @@ export class WebStreamResponse extends EventEmitter implements StreamResponse {
     }
     if (!this.bodyDone) {
       this.bodyDone = true;
-      if (abort) this.controller.error(prematureClose());
+      if (abort) this.controller.error(aborted());
       else this.controller.close();
     }
     this.emitClose();
