@@ -4,18 +4,7 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
-const frameworks = [
-  'express',
-  'express4',
-  '@nestjs/*',
-  'ioredis',
-  'redis',
-  'rxjs',
-  'class-validator',
-  'hono',
-  'hono/*',
-  '@hono/*',
-];
+const frameworks = ['express', 'express4', '@nestjs/*', 'ioredis', 'redis', 'rxjs', 'class-validator', 'hono'];
 
 // lib/ imports only node:* and itself.
 const libPatterns = [
