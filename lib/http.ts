@@ -4,8 +4,9 @@
  * caller is by the common auth conventions, and the HTTP status of every refusal, from one table
  * keyed by refusal reason. Framework-free: it relies only on Node's request and on body-parser's
  * public conventions, so every adapter shares it: on Node's request (Express, Nest's Express platform)
- * through serveNodeRequest(), and where the framework has read the body (Fastify, Nest's Fastify
- * platform) through dispatchRequest().
+ * through serveNodeRequest(), where the framework has read the body (Fastify, Nest's Fastify
+ * platform) through dispatchRequest(), and on the web-standard `Request` (the fetch face, Hono)
+ * through serveFetchRequest().
  */
 import type { IncomingMessage } from 'node:http';
 import { describeValue, ErrorCode, hasErrorCode, ProtocolError, type RefusalReason } from './errors.ts';
@@ -15,6 +16,7 @@ import type { StreamResponse } from './listen-stream.ts';
 import { echoableId, errorResponseJson, type HeaderBag } from './protocol.ts';
 import type { NodeAdapterOptions, ResolvedListenOptions } from './types.ts';
 import { optionKeys } from './validate.ts';
+import { CLOSED_BEFORE_HEAD_STATUS, WebStreamResponse } from './web-response.ts';
 
 /** One request as an adapter hands it to the engine. */
 export interface ListenInput<Req = unknown> {
@@ -490,4 +492,114 @@ export async function serveNodeRequest<Req extends NodeRequest>(
   if (parsedBefore) req.body = undefined;
   await serving;
   return 'served';
+}
+
+/** How {@link serveFetchRequest} reads and routes a request. */
+export interface FetchServeOptions<Req> extends DispatchOptions<Req> {
+  /** Largest body read; a larger JSON body is answered 413 (it may be a listen, so it is not passed on). */
+  readonly maxBodyBytes: number;
+}
+
+/**
+ * What {@link serveFetchRequest} made of a request: the `Response` when it was ours, else the body it
+ * parsed (`undefined` when it read none, or could not parse it) for whoever comes next.
+ */
+export type FetchServed =
+  { readonly response: Response; readonly body?: undefined } | { readonly response: undefined; readonly body: unknown };
+
+/** A fetch `Headers` as the engine reads headers: lower-case names, repeated ones joined with `, `. */
+export function headerBagOf(headers: Headers): Record<string, string> {
+  const bag: Record<string, string> = {};
+  headers.forEach((value, name) => {
+    bag[name] = value;
+  });
+  return bag;
+}
+
+/** A refusal answered before any stream, as a fetch `Response`: written by {@link writeProtocolError}. */
+function protocolErrorResponse(error: ProtocolError): Promise<Response> {
+  const res = new WebStreamResponse();
+  writeProtocolError(res, error);
+  return res.response;
+}
+
+/**
+ * Reads a fetch request's body as text, at most `limit` bytes, from a clone: the request's own body
+ * stays readable by whoever the request is passed on to. Rejects with {@link bodyTooLarge} beyond the
+ * limit, read no further (a declared `Content-Length` over it is refused before reading anything).
+ */
+export async function readFetchBody(request: Request, limit: number): Promise<string> {
+  if (Number(request.headers.get('content-length')) > limit) throw bodyTooLarge(limit);
+  const stream = request.clone().body as ReadableStream<Uint8Array> | null;
+  if (stream === null) return '';
+  const reader = stream.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      // Not another byte is read for the clone: the caller answers 413.
+      reader.cancel().catch(() => undefined);
+      throw bodyTooLarge(limit);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks, size).toString();
+}
+
+/**
+ * The request handling of the web-standard fetch face (`mcp-subscriptions/fetch`, Hono): the
+ * counterpart of {@link serveNodeRequest} on a `Request`. A POST whose body may be ours (JSON, or
+ * `Mcp-Method` names listen) is read from a clone, so that the request goes on intact when it is not
+ * ours; then {@link dispatchRequest}. `req` is what the engine's hooks and `principalOf` are handed
+ * (the `Request` itself, or a framework's context); `parsed`, a body a framework already parsed.
+ *
+ * Unlike on Node's request, a body that is not JSON is passed on rather than answered -32700 here
+ * (whoever comes next can read the bytes again), unless `Mcp-Method` names listen. A JSON body over
+ * the limit is refused with 413, as on Node: it may be a listen, which must not go on unchecked.
+ * Never rejects but when reading the body fails while the client is still there.
+ */
+export async function serveFetchRequest<Req>(
+  request: Request,
+  req: Req,
+  options: FetchServeOptions<Req>,
+  parsed?: { readonly body: unknown },
+): Promise<FetchServed> {
+  if (request.method !== 'POST') return { response: undefined, body: parsed?.body };
+  const headers = headerBagOf(request.headers);
+  const headerListen = headerNamesListen(headers['mcp-method']);
+  let body: unknown;
+  let rawBody: Buffer | string | undefined;
+  if (parsed !== undefined) {
+    // What a framework's parser left: a parsed body, or the bytes of a raw or text parser (parsed here for routing).
+    ({ body, rawBody } = bodyInput(parsed.body));
+  } else {
+    if (!isJsonContentType(headers['content-type']) && !headerListen) return { response: undefined, body: undefined };
+    try {
+      rawBody = await readFetchBody(request, options.maxBodyBytes);
+    } catch (error) {
+      if (hasErrorCode(error, ErrorCode.Protocol)) {
+        // Counted as a listen refused only when its header named listen: other MCP requests are the host's.
+        if (headerListen) options.handler.refused('body-too-large');
+        return { response: await protocolErrorResponse(error as ProtocolError) };
+      }
+      // The client left before its body was in: nobody is left to answer.
+      if (request.signal.aborted) return { response: new Response(null, { status: CLOSED_BEFORE_HEAD_STATUS }) };
+      throw error;
+    }
+    body = parseOrUndefined(rawBody);
+  }
+  const res = new WebStreamResponse(request.signal);
+  const serving = dispatchRequest(
+    { request: req, headers, body, ...(rawBody !== undefined ? { rawBody } : {}) },
+    options,
+    () => res,
+  );
+  if (serving === undefined) return { response: undefined, body };
+  // Ours to the end: the request's own copy of the body (the clone's twin) is let go, so that an open
+  // stream does not pin it. Its source was read to the end, so nothing reaches the client's connection.
+  if (parsed === undefined && request.body !== null && !request.bodyUsed) request.body.cancel().catch(() => undefined);
+  return { response: await res.responseOf(serving) };
 }

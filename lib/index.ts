@@ -5,7 +5,8 @@
  * that narrows acknowledgements and feeds `server/discover`, the in-memory bus, the errors (checked
  * by their `code`) and the diagnostics channels. Every option and type is documented in
  * lib/types.ts and re-exported here. The framework faces are entries of their own:
- * `mcp-subscriptions/express`, `mcp-subscriptions/fastify` and `mcp-subscriptions/nest`.
+ * `mcp-subscriptions/express`, `mcp-subscriptions/fastify`, `mcp-subscriptions/nest`, and on the
+ * web-standard fetch API `mcp-subscriptions/fetch` and `mcp-subscriptions/hono`.
  *
  * Deliberately NOT exported, and why:
  * - The listen engine (`createListenHandler`), the request parser, the SSE writer (`ListenStream`),

@@ -1,5 +1,5 @@
 /**
- * The adapters' door: what `mcp-subscriptions/express` and `mcp-subscriptions/nest` share and users
+ * The adapters' door: what `mcp-subscriptions/express`, `/nest`, `/fastify`, `/fetch` and `/hono` share and users
  * must not depend on. The package's `exports` do not publish this file, so nothing here is a public
  * API: it changes whenever an adapter needs it to. Adapters import lib/ through this file and
  * lib/index.ts only (ESLint enforces it); the client, through lib/core.ts, re-exported here.
@@ -18,15 +18,18 @@ export {
   DEFAULT_MAX_BODY_BYTES,
   defaultPrincipal,
   dispatchRequest,
+  headerBagOf,
   isJsonContentType,
   leaveParsedBody,
   negotiate,
   NODE_ADAPTER_OPTION_KEYS,
+  readFetchBody,
   readRequestBody,
   refusalHeaders,
   refusalStatus,
   REFUSAL_STATUS,
   routeOf,
+  serveFetchRequest,
   serveNodeRequest,
   takeOverReply,
   writeProtocolError,
@@ -34,6 +37,8 @@ export {
 export type {
   DispatchInput,
   DispatchOptions,
+  FetchServed,
+  FetchServeOptions,
   ListenHandler,
   ListenInput,
   NodeRequest,
@@ -49,6 +54,7 @@ export type { HeaderBag, ListenRequest, ParseOptions } from './protocol.ts';
 export { ListenStream } from './listen-stream.ts';
 export type { DeliverOutcome, StreamResponse } from './listen-stream.ts';
 export { KEEPALIVE_FRAME, SSE_HEADERS } from './sse.ts';
+export { CLOSED_BEFORE_HEAD_STATUS, WEB_HIGH_WATER_MARK, WebStreamResponse } from './web-response.ts';
 export { InterestReconciler } from './interest.ts';
 export type { GapKeys, InterestHooks, InterestKeyType, InterestOptions, InterestTransport } from './interest.ts';
 export { DEFAULT_BACKLOG_KEYS, UnsentBacklog } from './backlog.ts';

@@ -4,7 +4,19 @@
  * Tests of the published artefact (Nest compatibility, the examples, module resolution) start here.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { REPO_ROOT } from './sample-app.ts';
@@ -68,4 +80,36 @@ export function installPacked(tarball: string, appDir: string): void {
   rmSync(target, { recursive: true, force: true });
   mkdirSync(target, { recursive: true });
   execFileSync('tar', ['-xzf', tarball, '-C', target, '--strip-components=1']);
+}
+
+/**
+ * Installs an example app's dependencies exactly as its lockfile pins them (once per lockfile: a stamp
+ * in its node_modules remembers which), then unpacks `tarball` over them. The lockfile leaves
+ * mcp-subscriptions out while it is not on npm (see the examples' READMEs), so `npm ci` would refuse the
+ * example's own package.json: it runs on a copy without that dependency, in a staging folder beside it,
+ * whose node_modules is then moved in.
+ */
+export function installExample(dir: string, tarball: string): void {
+  const lockText = readFileSync(path.join(dir, 'package-lock.json'));
+  const stamp = path.join(dir, 'node_modules', '.installed-lockfile-sha256');
+  const hash = createHash('sha256').update(lockText).digest('hex');
+  if (!existsSync(stamp) || readFileSync(stamp, 'utf8') !== hash) {
+    const staging = path.join(dir, '.install');
+    rmSync(staging, { recursive: true, force: true });
+    mkdirSync(staging);
+    const manifest = JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as {
+      dependencies?: Record<string, string>;
+    };
+    const lock = JSON.parse(lockText.toString('utf8')) as { packages: Record<string, unknown> };
+    if (lock.packages['node_modules/mcp-subscriptions'] === undefined)
+      delete manifest.dependencies?.['mcp-subscriptions'];
+    writeFileSync(path.join(staging, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
+    copyFileSync(path.join(dir, 'package-lock.json'), path.join(staging, 'package-lock.json'));
+    execFileSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: staging, stdio: 'pipe' });
+    rmSync(path.join(dir, 'node_modules'), { recursive: true, force: true });
+    renameSync(path.join(staging, 'node_modules'), path.join(dir, 'node_modules'));
+    rmSync(staging, { recursive: true, force: true });
+    writeFileSync(stamp, hash);
+  }
+  installPacked(tarball, dir);
 }

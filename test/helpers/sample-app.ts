@@ -16,9 +16,9 @@ export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url
 
 /**
  * The hosts that serve the contract: the Express sample, the Nest sample on Nest's Express platform and
- * on its Fastify platform (`NEST_PLATFORM=fastify`), and the plain Fastify sample.
+ * on its Fastify platform (`NEST_PLATFORM=fastify`), the plain Fastify sample, and the Hono sample.
  */
-export type SampleKind = 'express' | 'nest' | 'nest-fastify' | 'fastify';
+export type SampleKind = 'express' | 'nest' | 'nest-fastify' | 'fastify' | 'hono';
 
 /** How each host is started, and the host its `listening on` line names in parentheses. */
 interface SampleHost {
@@ -42,6 +42,7 @@ const HOSTS: Readonly<Record<SampleKind, SampleHost>> = {
     host: 'nest on fastify',
   },
   fastify: { folder: 'fastify', script: 'start:fastify', env: {}, host: 'fastify' },
+  hono: { folder: 'hono', script: 'start:hono', env: {}, host: 'hono' },
 };
 
 /** Every host that serves the contract, in the order the suites run them. */

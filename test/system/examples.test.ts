@@ -17,20 +17,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import {
-  copyFileSync,
-  existsSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { bearer } from '../helpers/bearer.ts';
-import { installPacked, packPackage, PACK_TIMEOUT_MS, type Packed } from '../helpers/pack.ts';
+import { installExample, packPackage, PACK_TIMEOUT_MS, type Packed } from '../helpers/pack.ts';
 import { mcpRequest, REPO_ROOT } from '../helpers/sample-app.ts';
 import { listen, listenBody, listenHeaders, post, type SseStream } from '../helpers/sse.ts';
 
@@ -85,33 +75,9 @@ afterAll(() => {
   packed?.dispose();
 });
 
-/**
- * Installs the example's dependencies exactly as its lockfile pins them, then unpacks the packed
- * package over them. The lockfile leaves mcp-subscriptions out while it is not on npm (see the
- * example's README), so `npm ci` would refuse the example's own package.json: it runs on a copy
- * without that dependency, in a staging folder beside it, whose node_modules is then moved in.
- */
+/** Installs the example from its lockfile, with the packed package unpacked over it (`installExample`). */
 function install(example: Example): void {
-  const dir = exampleDir(example);
-  const lockText = readFileSync(path.join(dir, 'package-lock.json'));
-  const stamp = path.join(dir, 'node_modules', '.installed-lockfile-sha256');
-  const hash = createHash('sha256').update(lockText).digest('hex');
-  if (!existsSync(stamp) || readFileSync(stamp, 'utf8') !== hash) {
-    const staging = path.join(dir, '.install');
-    rmSync(staging, { recursive: true, force: true });
-    mkdirSync(staging);
-    const manifest = readJson<Manifest>(path.join(dir, 'package.json'));
-    const lock = JSON.parse(lockText.toString('utf8')) as Lockfile;
-    if (lock.packages[`node_modules/${PACKAGE}`] === undefined) delete manifest.dependencies?.[PACKAGE];
-    writeFileSync(path.join(staging, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
-    copyFileSync(path.join(dir, 'package-lock.json'), path.join(staging, 'package-lock.json'));
-    execFileSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: staging, stdio: 'pipe' });
-    rmSync(path.join(dir, 'node_modules'), { recursive: true, force: true });
-    renameSync(path.join(staging, 'node_modules'), path.join(dir, 'node_modules'));
-    rmSync(staging, { recursive: true, force: true });
-    writeFileSync(stamp, hash);
-  }
-  installPacked(packed!.tarball, dir);
+  installExample(exampleDir(example), packed!.tarball);
 }
 
 /** TypeScript `version` on the example's own tsconfig; throws with the compiler's output on an error. */

@@ -32,6 +32,8 @@ const ENTRIES = {
   './nest': 'adapters/nest/index',
   './redis': 'adapters/redis/index',
   './postgres': 'adapters/postgres/index',
+  './fetch': 'adapters/fetch/index',
+  './hono': 'adapters/hono/index',
   './client': 'adapters/client/index',
 } as const;
 
@@ -91,6 +93,8 @@ describe('the published manifest', () => {
       ['./nest', ['mcp-subscriptions-source'], './adapters/nest/index.ts'],
       ['./redis', ['mcp-subscriptions-source'], './adapters/redis/index.ts'],
       ['./postgres', ['mcp-subscriptions-source'], './adapters/postgres/index.ts'],
+      ['./fetch', ['mcp-subscriptions-source'], './adapters/fetch/index.ts'],
+      ['./hono', ['mcp-subscriptions-source'], './adapters/hono/index.ts'],
       ['./client', ['mcp-subscriptions-source'], './adapters/client/index.ts'],
     ]);
     const conditions = new Set(leaves.flatMap((leaf) => leaf.conditions));
@@ -121,6 +125,8 @@ describe('the published manifest', () => {
         nest: ['./dist/cjs/adapters/nest/index.d.ts'],
         redis: ['./dist/cjs/adapters/redis/index.d.ts'],
         postgres: ['./dist/cjs/adapters/postgres/index.d.ts'],
+        fetch: ['./dist/cjs/adapters/fetch/index.d.ts'],
+        hono: ['./dist/cjs/adapters/hono/index.d.ts'],
         client: ['./dist/cjs/adapters/client/index.d.ts'],
       },
     });
@@ -152,10 +158,10 @@ describe('the published files', () => {
   it('are the two builds, the sources their maps point to, the README, the licence and the manifest: nothing else', () => {
     const unexpected = files.filter(
       (file) =>
-        !/^dist\/(cjs\/)?(lib|adapters\/(express|fastify|nest|redis|postgres|client))\/[a-z-.]+\.(js|js\.map|d\.ts)$/.test(
+        !/^dist\/(cjs\/)?(lib|adapters\/(express|fastify|nest|redis|postgres|fetch|hono|client))\/[a-z-.]+\.(js|js\.map|d\.ts)$/.test(
           file,
         ) &&
-        !/^(lib|adapters\/(express|fastify|nest|redis|postgres|client))\/[a-z-.]+\.ts$/.test(file) &&
+        !/^(lib|adapters\/(express|fastify|nest|redis|postgres|fetch|hono|client))\/[a-z-.]+\.ts$/.test(file) &&
         !['dist/cjs/package.json', 'README.md', 'LICENSE', 'package.json'].includes(file),
     );
     expect(unexpected).toStrictEqual([]);
@@ -381,6 +387,8 @@ interface ConsumerReport {
     redisStats: string;
     PostgresBus: string;
     postgresStats: string;
+    fetchListen: string;
+    hono: string;
     listen: string;
     listenErrorCode: string;
   };
@@ -425,6 +433,8 @@ describe('consumers compiled against the tarball with their own tsconfig, then r
         redisStats: 'connected',
         PostgresBus: 'function',
         postgresStats: 'connected',
+        fetchListen: 'function',
+        hono: 'function',
         listen: 'function',
         listenErrorCode: 'ERR_MCP_SUBSCRIPTIONS_LISTEN_REFUSED',
       });

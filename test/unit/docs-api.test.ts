@@ -186,6 +186,15 @@ describe('docs/api.md names exactly the options each entry point accepts', () =>
     for (const key of FASTIFY_REGISTER_OPTIONS) expect(loadFastifyPlugin({ [key]: undefined }).error).toBeUndefined();
   });
 
+  test("createFetchListen() and the Hono middleware: the listen options and the Node adapters' two", () => {
+    const accepted = [...LISTEN_OPTION_KEYS, ...NODE_ADAPTER_OPTION_KEYS].sort();
+    expect(namesOf(table('createFetchListen()'))).toEqual(accepted);
+    expect(namesOf(table('mcpSubscriptions (Hono)'))).toEqual(accepted);
+    for (const name of ['createFetchListen()', 'mcpSubscriptions (Hono)']) {
+      expect(expectDefaults(table(name), { maxBodyBytes: DEFAULT_MAX_BODY_BYTES })).toBe(1);
+    }
+  });
+
   test('listen(), its reconnect and waitFor()', () => {
     expect(namesOf(table('listen()'))).toEqual([...CLIENT_LISTEN_OPTION_KEYS].sort());
     expect(namesOf(table('listen() reconnect'))).toEqual([...RECONNECT_OPTION_KEYS].sort());
@@ -236,6 +245,15 @@ describe("docs/api.md's defaults are the ones the resolvers apply", () => {
     // The spill table resolves to its name and its quoted SQL: the name is what the option takes.
     const spillTable = resolved.spillTable === false ? false : resolved.spillTable.name;
     expect(expectDefaults(table('new PostgresBus()'), { ...resolved, spillTable })).toBe(5);
+  });
+
+  test("createFetchListen() and the Hono middleware: the listen options and the Node adapters' two", () => {
+    const accepted = [...LISTEN_OPTION_KEYS, ...NODE_ADAPTER_OPTION_KEYS].sort();
+    expect(namesOf(table('createFetchListen()'))).toEqual(accepted);
+    expect(namesOf(table('mcpSubscriptions (Hono)'))).toEqual(accepted);
+    for (const name of ['createFetchListen()', 'mcpSubscriptions (Hono)']) {
+      expect(expectDefaults(table(name), { maxBodyBytes: DEFAULT_MAX_BODY_BYTES })).toBe(1);
+    }
   });
 
   test('listen(), its reconnect and waitFor()', () => {

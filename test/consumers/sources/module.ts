@@ -7,6 +7,8 @@ import { mcpSubscriptions as fastifyPlugin, type McpSubscriptionsFastifyOptions 
 import { McpSubscriptionsModule, type McpSubscriptionsModuleOptions } from 'mcp-subscriptions/nest';
 import { RedisBus, type RedisBusStats } from 'mcp-subscriptions/redis';
 import { PostgresBus, type PostgresBusStats } from 'mcp-subscriptions/postgres';
+import { createFetchListen, type FetchListen } from 'mcp-subscriptions/fetch';
+import { mcpSubscriptions as honoMiddleware, type McpSubscriptionsHonoMiddleware } from 'mcp-subscriptions/hono';
 import { listen, ListenError, type ListenOptions, type SubscriptionItem } from 'mcp-subscriptions/client';
 
 const hub = new SubscriptionHub();
@@ -17,6 +19,12 @@ const options: McpSubscriptionsModuleOptions = { capabilities: { toolsListChange
 const dynamicModule = McpSubscriptionsModule.forRoot(options);
 const redisStats: keyof RedisBusStats = 'connected';
 const postgresStats: keyof PostgresBusStats = 'connected';
+const fetchListen: FetchListen = createFetchListen({
+  hub,
+  capabilities: { toolsListChanged: true },
+  principal: () => undefined,
+});
+const hono: McpSubscriptionsHonoMiddleware = honoMiddleware({ hub, capabilities: { toolsListChanged: true } });
 const listenOptions: ListenOptions = { maxBuffer: 10, reconnect: { maxAttempts: 3 } };
 const listenError = new ListenError('ERR_MCP_SUBSCRIPTIONS_LISTEN_REFUSED', 'refused', { status: 503 });
 const endItem: SubscriptionItem = { type: 'end', reason: 'closed' };
@@ -49,6 +57,8 @@ console.log(
       './nest': import.meta.resolve('mcp-subscriptions/nest'),
       './redis': import.meta.resolve('mcp-subscriptions/redis'),
       './postgres': import.meta.resolve('mcp-subscriptions/postgres'),
+      './fetch': import.meta.resolve('mcp-subscriptions/fetch'),
+      './hono': import.meta.resolve('mcp-subscriptions/hono'),
       './client': import.meta.resolve('mcp-subscriptions/client'),
     },
     values: {
@@ -61,6 +71,8 @@ console.log(
       redisStats,
       PostgresBus: typeof PostgresBus,
       postgresStats,
+      fetchListen: typeof fetchListen,
+      hono: typeof hono,
       listen: typeof listen,
       listenErrorCode: endItem.type === 'end' && listenOptions.maxBuffer === 10 ? listenError.code : '',
     },
