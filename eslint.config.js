@@ -4,7 +4,7 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
-const frameworks = ['express', 'express4', '@nestjs/*', 'ioredis', 'redis', 'rxjs', 'class-validator'];
+const frameworks = ['express', 'express4', '@nestjs/*', 'ioredis', 'redis', 'pg', 'rxjs', 'class-validator'];
 
 // lib/ imports only node:* and itself.
 const libPatterns = [
@@ -134,7 +134,7 @@ export default tseslint.config(
             {
               regex: '(^|/)(lib|adapters)/',
               message:
-                'The samples are host apps: they import the published entries (mcp-subscriptions, /express, /fastify, /nest, /redis) only.',
+                'The samples are host apps: they import the published entries (mcp-subscriptions, /express, /fastify, /nest, /redis, /postgres) only.',
             },
           ],
         },

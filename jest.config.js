@@ -39,7 +39,7 @@ const project = (tier, alsoRun = []) => ({
   extensionsToTreatAsEsm: ['.ts'],
   moduleNameMapper: {
     '^mcp-subscriptions$': '<rootDir>/lib/index.ts',
-    '^mcp-subscriptions/(express|fastify|nest|redis|client)$': '<rootDir>/adapters/$1/index.ts',
+    '^mcp-subscriptions/(express|fastify|nest|redis|postgres|client)$': '<rootDir>/adapters/$1/index.ts',
   },
   transform,
 });

@@ -77,7 +77,10 @@ export const ErrorCode = Object.freeze({
   SameRedisConnection: 'ERR_MCP_SUBSCRIPTIONS_SAME_REDIS_CONNECTION',
   /** Redis: `url` is not a `redis://` or `rediss://` URL. */
   InvalidRedisUrl: 'ERR_MCP_SUBSCRIPTIONS_INVALID_REDIS_URL',
-  /** Redis: `channelPrefix` is not a non-empty string. */
+  /**
+   * Redis and PostgreSQL: `channelPrefix` is not a non-empty string; PostgreSQL: or it holds a NUL, or it
+   * is too long for the bus's channel names to fit PostgreSQL's 63-byte identifiers.
+   */
   InvalidChannelPrefix: 'ERR_MCP_SUBSCRIPTIONS_INVALID_CHANNEL_PREFIX',
   /** Redis: `nodeId` is not a non-empty string of at most 200 characters. */
   InvalidNodeId: 'ERR_MCP_SUBSCRIPTIONS_INVALID_NODE_ID',
@@ -90,6 +93,16 @@ export const ErrorCode = Object.freeze({
    * one of them; `client` without `url` or `cluster`).
    */
   ConflictingOptions: 'ERR_MCP_SUBSCRIPTIONS_CONFLICTING_OPTIONS',
+  /** PostgreSQL: `url` is not a `postgres://` or `postgresql://` URL. */
+  InvalidPostgresUrl: 'ERR_MCP_SUBSCRIPTIONS_INVALID_POSTGRES_URL',
+  /**
+   * PostgreSQL: `pool` is not a node-postgres `Pool` (`query`, `connect`), or `listener` is neither a
+   * factory of new clients nor a client configuration, or the pool cannot make the listening client
+   * (no `Client` and `options`) and no `listener` was given.
+   */
+  InvalidPostgresClient: 'ERR_MCP_SUBSCRIPTIONS_INVALID_POSTGRES_CLIENT',
+  /** PostgreSQL: `spillTable` is neither `false` nor a table name (`name` or `schema.name`, each a plain identifier of at most 63 bytes). */
+  InvalidSpillTable: 'ERR_MCP_SUBSCRIPTIONS_INVALID_SPILL_TABLE',
   /** Client: the URL `listen()` was given is not an absolute `http:` or `https:` URL. */
   InvalidUrl: 'ERR_MCP_SUBSCRIPTIONS_INVALID_URL',
   /** Client: the filter `listen()` was given is not an object, or one of its fields has the wrong type. */
@@ -105,6 +118,11 @@ export const ErrorCode = Object.freeze({
    * through the logger, not thrown: the library is loaded asynchronously after construction.
    */
   RedisClientMissing: 'ERR_MCP_SUBSCRIPTIONS_REDIS_CLIENT_MISSING',
+  /**
+   * PostgreSQL: the url form could not load `pg` (node-postgres). Reported through the logger, not thrown:
+   * the library is loaded asynchronously after construction.
+   */
+  PostgresClientMissing: 'ERR_MCP_SUBSCRIPTIONS_POSTGRES_CLIENT_MISSING',
 
   // Runtime errors.
   /** A host published an event that is not valid (a relative URI, an unknown kind): `EventError`. */

@@ -53,3 +53,15 @@ export { InterestReconciler } from './interest.ts';
 export type { GapKeys, InterestHooks, InterestKeyType, InterestOptions, InterestTransport } from './interest.ts';
 export { DEFAULT_BACKLOG_KEYS, UnsentBacklog } from './backlog.ts';
 export type { BacklogContents } from './backlog.ts';
+export {
+  LEGACY_COPY_MARK,
+  LEGACY_WIRE_VERSION,
+  MAX_MESSAGE_BYTES,
+  MAX_NODE_ID_LENGTH,
+  MAX_REF_LENGTH,
+  MAX_TRACESTATE_LENGTH,
+  tooLarge,
+  Wire,
+  WIRE_VERSION,
+} from './wire.ts';
+export type { Decoded, DropReason, WireOptions } from './wire.ts';

@@ -11,6 +11,7 @@ import {
   given,
   knownKeys,
   loggerOption,
+  MAX_NODE_ID_LENGTH,
   oneOf,
   optionKeys,
   OptionsError,
@@ -251,7 +252,7 @@ export interface ResolvedRedisBusOptions {
 }
 
 /** The longest `nodeId`: it travels in every message. */
-export const MAX_NODE_ID_LENGTH = 200;
+export { MAX_NODE_ID_LENGTH };
 
 const WHERE = 'new RedisBus()';
 

@@ -15,8 +15,9 @@ const RUNTIME_CODES: readonly string[] = [
   ErrorCode.Internal,
   ErrorCode.UncheckedListen,
   // An OptionsError by class, but reported at run time: the url form of RedisBus loads its library
-  // asynchronously, after the constructor returned.
+  // asynchronously, after the constructor returned; so does the url form of PostgresBus.
   ErrorCode.RedisClientMissing,
+  ErrorCode.PostgresClientMissing,
   // The client's: a listen that did not get as far as its acknowledgement, and waitFor() giving up.
   ErrorCode.ListenRefused,
   ErrorCode.ListenFailed,

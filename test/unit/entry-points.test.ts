@@ -42,11 +42,11 @@ describe('entryPoints', () => {
     expect(entryPoints({ exports: './dist/index.js' })).toStrictEqual([{ file: 'dist/index.js', from: 'exports' }]);
   });
 
-  test("finds every one of this package's: main, types, 5 typesVersions, 6 entries × 5 conditions and ./package.json", () => {
+  test("finds every one of this package's: main, types, 6 typesVersions, 7 entries × 5 conditions and ./package.json", () => {
     const manifest = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as EntryManifest;
     const found = entryPoints(manifest);
-    expect(found).toHaveLength(2 + 5 + 6 * 5 + 1);
-    expect(found.filter(({ file }) => file.startsWith('dist/'))).toHaveLength(2 + 5 + 6 * 4);
+    expect(found).toHaveLength(2 + 6 + 7 * 5 + 1);
+    expect(found.filter(({ file }) => file.startsWith('dist/'))).toHaveLength(2 + 6 + 7 * 4);
   });
 });
 

@@ -33,7 +33,7 @@ const wire = new Wire(RECEIVER);
 
 /** What a verdict or a decoding comes to, in one comparable shape (a drop's reason is the decoder's business). */
 type Outcome =
-  | { readonly type: 'own' | 'drop' | 'resync' }
+  | { readonly type: 'own' | 'drop' | 'resync' | 'ref' }
   | { readonly type: 'event'; readonly event: string; readonly context: WireContext | undefined }
   | { readonly type: 'cancel'; readonly principal: string; readonly id: string | number };
 
