@@ -414,6 +414,9 @@ class Run {
     if (this.current !== undefined) {
       this.current.record.recoveredAt = performance.now();
       this.current.record.gaps = Math.max(0, (await this.gapCount()) - this.current.before);
+      if (this.options.verbose) {
+        this.log(`chaos: ${this.current.kind} recovered: ${this.current.record.gaps} outage(s) counted by the buses`);
+      }
       this.current = undefined;
     }
     const found = [
