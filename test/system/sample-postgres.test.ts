@@ -117,9 +117,11 @@ describe('DATABASE_URL: the samples bridged over PostgreSQL (LISTEN/NOTIFY)', ()
     async () => {
       const [from, follower, ...others] = apps as [SampleApp, SampleApp, ...SampleApp[]];
       const sentinel = await Sentinel.create(from, follower, ...others);
-      for (const app of [follower, ...others]) await warm(from, app, subscribe);
+      // The note exists on `from` before the warm-up, so that its creation has reached every instance
+      // (the bus NOTIFYs after the write is answered) before a stream follows it.
       const uri = `note://shared/${uid('routed')}`;
       expect((await putNote(from, carol, uri, 'first')).status).toBe(201);
+      for (const app of [follower, ...others]) await warm(from, app, subscribe);
       const onFollower = await watch(follower, sentinel, carol, uid('follower'), { resourceSubscriptions: [uri] });
       const bystanders = await Promise.all(others.map((app) => watch(app, sentinel, carol, uid('bystander'), {})));
       // Quiet first: whatever any instance published before (the last test's cancellations) has
@@ -196,10 +198,11 @@ describe('DATABASE_URL: a database restart (fast shutdown and start, as pg_ctlcl
         const [a, b] = await twoInstances('express', postgres.url(), 'SIGKILL');
         try {
           const sentinel = await Sentinel.create(a, b);
-          await warm(a, b, subscribe);
           const uri = `note://alice/${uid('outage')}`;
           // The note exists on b, so that the write during the outage is an update: one event, of `uri`.
+          // Before the warm-up: its creation has reached a before the stream there follows it.
           expect((await putNote(b, alice, uri, 'before')).status).toBe(201);
+          await warm(a, b, subscribe);
           const onA = await watch(a, sentinel, alice, uid('outage-a'), { resourceSubscriptions: [uri] });
           const busOf = async (app: SampleApp): Promise<any> =>
             (await app.api(alice, 'GET', '/api/subscriptions/stats')).body.bus;

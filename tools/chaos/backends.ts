@@ -230,6 +230,19 @@ const nodeRole = (node: number): string => `chaos_n${node}`;
 /** The payload of invariant 3's probes: no message of the bus's wire, so each node that hears it drops it and counts it. */
 const PROBE_PAYLOAD = 'chaos-probe';
 
+/**
+ * The barrier after each probe: a cancellation of the wire (version 2, written out here as the harness
+ * writes the channel names: it judges the bus from outside) of a listen that no principal has, from a
+ * node id no node has. A node that hears it counts it in `bus.received` and cancels nothing.
+ */
+const BARRIER_PAYLOAD = JSON.stringify({
+  v: 2,
+  node: 'chaos-harness',
+  type: 'cancel',
+  principal: 'chaos-barrier',
+  id: 'chaos-barrier',
+});
+
 /** How long a probe's barrier may take to reach every node. */
 const PROBE_MS = 5000;
 
@@ -250,12 +263,14 @@ interface Sessions {
  * caller's own), so the check asks the server in the one way it answers: it delivers a NOTIFY to every
  * session LISTENing on its channel, and to no other. For each channel of the universe, the harness
  * sends a NOTIFY whose payload is no message of the bus's wire (every node that hears it drops it and
- * counts it in `bus.dropped`), then one on the resync channel, which every node LISTENs to. PostgreSQL
- * delivers notifications in commit order, so once a node has counted the second, it has counted the
- * first if it heard it: the nodes whose `dropped` rose by two LISTEN on that channel, those whose rose by
- * one do not. A leak (a channel heard by a node none of whose streams follow it) or a hole (a followed
- * key's channel not heard) is a violation, as is a node whose bus counts another number of confirmed
- * LISTENs than the channels expected of it (when its stats report that count).
+ * counts it in `bus.dropped`), then a barrier on the resync channel, which every node LISTENs to: a
+ * cancellation that cancels nothing, which every node counts in `bus.received`. PostgreSQL delivers
+ * notifications in commit order, so once a node has counted the barrier it has counted the probe if it
+ * heard it: the nodes whose `dropped` rose LISTEN on that channel, the others do not. (Counting both in
+ * `dropped` would not do: a node that heard the probe but not yet the barrier looks like one that heard
+ * the barrier only.) A leak (a channel heard by a node none of whose streams follow it) or a hole (a
+ * followed key's channel not heard) is a violation, as is a node whose bus counts another number of
+ * confirmed LISTENs than the channels expected of it.
  */
 export async function postgresBackend(): Promise<Backend> {
   const server = await PostgresProcess.start({ maxConnections: 60 });
@@ -291,26 +306,31 @@ export async function postgresBackend(): Promise<Backend> {
     fixedChannels: () => [`${SAMPLE_PREFIX}:2:resync`],
     async checkSubscriptions(check) {
       const resync = `${SAMPLE_PREFIX}:2:resync`;
-      const dropped = async (): Promise<number[]> =>
-        (await check.stats()).map((node) => Number(node.bus?.['dropped'] ?? Number.NaN));
+      const counters = async (): Promise<{ dropped: number; received: number }[]> =>
+        (await check.stats()).map((node) => ({
+          dropped: Number(node.bus?.['dropped'] ?? Number.NaN),
+          received: Number(node.bus?.['received'] ?? Number.NaN),
+        }));
       const heardBy = new Map<string, number[]>();
       const deaf = new Set<number>();
       for (const channel of check.universe) {
         if (channel === resync) continue;
-        const before = await dropped();
+        const before = await counters();
         await server.query('SELECT pg_notify($1, $2)', [channel, PROBE_PAYLOAD]);
-        await server.query('SELECT pg_notify($1, $2)', [resync, PROBE_PAYLOAD]);
+        await server.query('SELECT pg_notify($1, $2)', [resync, BARRIER_PAYLOAD]);
         const deadline = performance.now() + PROBE_MS;
-        let after = await dropped();
-        while (after.some((count, node) => count < (before[node] ?? 0) + 1) && performance.now() < deadline) {
+        const arrived = (now: readonly { received: number }[]): boolean =>
+          now.every((count, node) => count.received >= (before[node]?.received ?? 0) + 1);
+        let after = await counters();
+        while (!arrived(after) && performance.now() < deadline) {
           await sleep(5);
-          after = await dropped();
+          after = await counters();
         }
         const heard: number[] = [];
         after.forEach((count, node) => {
-          const rise = count - (before[node] ?? 0);
-          if (rise < 1) deaf.add(node);
-          else if (rise >= 2) heard.push(node);
+          const was = before[node] ?? { dropped: 0, received: 0 };
+          if (count.received < was.received + 1) deaf.add(node);
+          else if (count.dropped > was.dropped) heard.push(node);
         });
         heardBy.set(channel, heard);
       }
