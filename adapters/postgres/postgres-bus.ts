@@ -124,6 +124,12 @@ const UNLISTEN_DELAY_MS = 1000;
 /** The most channels in one LISTEN or UNLISTEN batch (one simple query of that many statements). */
 const CHANNELS_PER_COMMAND = 500;
 
+/**
+ * The most received messages that may wait behind a spilled one whose row is being read: past it, a
+ * message is dropped and its channel resynced (a pool that stopped answering must not fill the memory).
+ */
+const MAX_WAITING = 10_000;
+
 /** The most messages in one NOTIFY query (one `SELECT pg_notify(…), …`: delivered in order, together). */
 const MESSAGES_PER_QUERY = 100;
 
@@ -165,6 +171,8 @@ interface Outgoing {
   readonly bytes: number;
   /** What to remember when it does not go out: an event, a resync of everything, or nothing (a cancellation). */
   readonly unsent: SubscriptionEvent | 'resync' | undefined;
+  /** Sent late, from the backlog: counted in `republished` once PostgreSQL took it. */
+  readonly late: boolean;
 }
 
 /** A received message in the order it came: decoded, or waiting for its spill row. */
@@ -246,6 +254,12 @@ export class PostgresBus implements SubscriptionBus {
   private probing = false;
   /** Whether the reconciler has had a reply since the listening connection was last ready. */
   private listenedSinceReady = false;
+  /**
+   * Whether every channel has been LISTENed again since the listening connection was last ready. A
+   * channel lost alone afterwards (a spilled message it could not read) is resynced by itself, and does
+   * not make the bus disconnected: the connection is what `connected` speaks of.
+   */
+  private restoredSinceReady = false;
   private everReady = false;
   private connected = false;
   private everConnected = false;
@@ -485,6 +499,7 @@ export class PostgresBus implements SubscriptionBus {
         // Whatever PostgreSQL held for the session is gone: the reconciler LISTENs again once it is back.
         this.interest.lost();
         this.listenedSinceReady = false;
+        this.restoredSinceReady = false;
         this.evaluate(error, error === undefined);
       },
       notification: this.onNotification,
@@ -498,6 +513,7 @@ export class PostgresBus implements SubscriptionBus {
     if (this.everReady) this.counters.resubscribes++;
     this.everReady = true;
     this.listenedSinceReady = false;
+    this.restoredSinceReady = false;
     this.interest.ready();
     this.evaluate();
   }
@@ -508,7 +524,9 @@ export class PostgresBus implements SubscriptionBus {
    */
   private evaluate(error?: unknown, failed = false): void {
     if (this.closing !== undefined) return;
-    const up = this.listener?.isReady() === true && this.listenedSinceReady && this.interest.restored && this.notifying;
+    const listening = this.listener?.isReady() === true && this.listenedSinceReady;
+    if (listening && this.interest.restored) this.restoredSinceReady = true;
+    const up = listening && this.restoredSinceReady && this.notifying;
     if (up && !this.connected) {
       this.connected = true;
       if (this.everConnected) this.counters.reconnects++;
@@ -565,18 +583,18 @@ export class PostgresBus implements SubscriptionBus {
   }
 
   /** Publishes an event (from its body) on its channel, with what fits of its context. */
-  private sendEvent(event: SubscriptionEvent, body: string, context: EventContext | undefined): void {
+  private sendEvent(event: SubscriptionEvent, body: string, context: EventContext | undefined, late = false): void {
     let message = this.wire.event(body, context);
     // The context is what gives way at the size bound: an event that fits alone still travels.
     if (context !== undefined && tooLarge(message)) message = this.wire.event(body, undefined);
-    this.send(this.eventChannel(event), message, event);
+    this.send(this.eventChannel(event), message, event, late);
   }
 
   /**
    * Queues one message for its NOTIFY. Nothing is queued while NOTIFYs fail (it is remembered, by key,
    * for when they go through again); what waits is bounded.
    */
-  private send(channel: string, payload: string, unsent: SubscriptionEvent | 'resync' | undefined): void {
+  private send(channel: string, payload: string, unsent: SubscriptionEvent | 'resync' | undefined, late = false): void {
     if (this.closing !== undefined) return;
     if (this.pool === undefined || (!this.notifying && !this.probing)) {
       this.counters.dropped++;
@@ -606,7 +624,7 @@ export class PostgresBus implements SubscriptionBus {
       this.reportOutage(new Error(`PostgreSQL has not answered ${MAX_OUTBOX_BYTES} bytes of NOTIFYs`));
       return;
     }
-    this.outbox.push({ channel, payload, bytes, unsent });
+    this.outbox.push({ channel, payload, bytes, unsent, late });
     this.outboxBytes += bytes;
     this.pump();
   }
@@ -653,6 +671,7 @@ export class PostgresBus implements SubscriptionBus {
       .then(
         () => {
           this.counters.published += batch.length;
+          for (const message of batch) if (message.late) this.counters.republished++;
           if (!this.notifying) {
             this.notifying = true;
             this.evaluate();
@@ -760,12 +779,10 @@ export class PostgresBus implements SubscriptionBus {
       } catch {
         continue; // counted when first refused
       }
-      this.counters.republished++;
-      this.sendEvent(event, body, undefined);
+      this.sendEvent(event, body, undefined, true);
     }
     if (all) {
-      this.counters.republished++;
-      this.send(this.channels.resync, this.wire.resync(), 'resync');
+      this.send(this.channels.resync, this.wire.resync(), 'resync', true);
     }
     this.probing = false;
     if (!this.notifying && this.outbox.length === 0) this.probe();
@@ -778,6 +795,10 @@ export class PostgresBus implements SubscriptionBus {
   private readonly onNotification = (channel: string, payload: string): void => {
     if (this.closing !== undefined) return;
     const decoded = this.wire.decode(payload);
+    if (this.inbox.length >= MAX_WAITING) {
+      this.take({ type: 'drop', reason: 'ref' }, channel);
+      return;
+    }
     if (decoded.type === 'ref') {
       const entry: Incoming = { decoded: undefined, channel };
       this.inbox.push(entry);
@@ -833,7 +854,7 @@ export class PostgresBus implements SubscriptionBus {
           // on it are resynced, as after a lost connection.
           this.reportOnce(
             'spill-missing',
-            'a spilled message could not be read (its row expired or was deleted: is spillTtlMs long enough?); the streams following its channel are resynced',
+            'a spilled message could not be read (its row expired or was deleted: is spillTtlMs long enough? or too many messages waited behind one); the streams following its channel are resynced',
           );
           this.interest.lost([channel]);
           return;

@@ -15,6 +15,9 @@ export function spillTableDdl(table: SpillTableName): string {
   return `CREATE TABLE IF NOT EXISTS ${table.sql} (id bigserial PRIMARY KEY, payload text NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`;
 }
 
+/** The SQLSTATE of a table that does not exist. */
+const UNDEFINED_TABLE = '42P01';
+
 /** SQLSTATEs of a table created by another session at the same moment: it is there, which is what was asked. */
 const CREATED_MEANWHILE = new Set(['42P07', '23505']);
 
@@ -68,9 +71,15 @@ export class SpillTable {
     );
   }
 
-  /** The message of row `id`, or `undefined` when it is gone (expired, or deleted). */
+  /** The message of row `id`, or `undefined` when it is gone (expired, deleted, or no table: a forged reference). */
   async read(pool: PostgresQueryable, id: string): Promise<string | undefined> {
-    const { rows } = await pool.query(`SELECT payload FROM ${this.table.sql} WHERE id = $1`, [id]);
+    let rows: readonly unknown[];
+    try {
+      ({ rows } = await pool.query(`SELECT payload FROM ${this.table.sql} WHERE id = $1`, [id]));
+    } catch (error) {
+      if (sqlState(error) === UNDEFINED_TABLE) return undefined;
+      throw error;
+    }
     const payload = (rows[0] as { payload?: unknown } | undefined)?.payload;
     return typeof payload === 'string' ? payload : undefined;
   }

@@ -31,6 +31,7 @@ const ENTRIES = {
   './fastify': 'adapters/fastify/index',
   './nest': 'adapters/nest/index',
   './redis': 'adapters/redis/index',
+  './postgres': 'adapters/postgres/index',
   './client': 'adapters/client/index',
 } as const;
 
@@ -89,6 +90,7 @@ describe('the published manifest', () => {
       ['./fastify', ['mcp-subscriptions-source'], './adapters/fastify/index.ts'],
       ['./nest', ['mcp-subscriptions-source'], './adapters/nest/index.ts'],
       ['./redis', ['mcp-subscriptions-source'], './adapters/redis/index.ts'],
+      ['./postgres', ['mcp-subscriptions-source'], './adapters/postgres/index.ts'],
       ['./client', ['mcp-subscriptions-source'], './adapters/client/index.ts'],
     ]);
     const conditions = new Set(leaves.flatMap((leaf) => leaf.conditions));
@@ -118,6 +120,7 @@ describe('the published manifest', () => {
         fastify: ['./dist/cjs/adapters/fastify/index.d.ts'],
         nest: ['./dist/cjs/adapters/nest/index.d.ts'],
         redis: ['./dist/cjs/adapters/redis/index.d.ts'],
+        postgres: ['./dist/cjs/adapters/postgres/index.d.ts'],
         client: ['./dist/cjs/adapters/client/index.d.ts'],
       },
     });
@@ -149,10 +152,10 @@ describe('the published files', () => {
   it('are the two builds, the sources their maps point to, the README, the licence and the manifest: nothing else', () => {
     const unexpected = files.filter(
       (file) =>
-        !/^dist\/(cjs\/)?(lib|adapters\/(express|fastify|nest|redis|client))\/[a-z-.]+\.(js|js\.map|d\.ts)$/.test(
+        !/^dist\/(cjs\/)?(lib|adapters\/(express|fastify|nest|redis|postgres|client))\/[a-z-.]+\.(js|js\.map|d\.ts)$/.test(
           file,
         ) &&
-        !/^(lib|adapters\/(express|fastify|nest|redis|client))\/[a-z-.]+\.ts$/.test(file) &&
+        !/^(lib|adapters\/(express|fastify|nest|redis|postgres|client))\/[a-z-.]+\.ts$/.test(file) &&
         !['dist/cjs/package.json', 'README.md', 'LICENSE', 'package.json'].includes(file),
     );
     expect(unexpected).toStrictEqual([]);
@@ -376,6 +379,8 @@ interface ConsumerReport {
     McpSubscriptionsModule: boolean;
     RedisBus: string;
     redisStats: string;
+    PostgresBus: string;
+    postgresStats: string;
     listen: string;
     listenErrorCode: string;
   };
@@ -418,6 +423,8 @@ describe('consumers compiled against the tarball with their own tsconfig, then r
         McpSubscriptionsModule: true,
         RedisBus: 'function',
         redisStats: 'connected',
+        PostgresBus: 'function',
+        postgresStats: 'connected',
         listen: 'function',
         listenErrorCode: 'ERR_MCP_SUBSCRIPTIONS_LISTEN_REFUSED',
       });

@@ -25,6 +25,7 @@ import {
   ROUTE_OPTION_KEYS,
 } from '../../adapters/nest/mcp-subscriptions.options.ts';
 import { REDIS_BUS_OPTION_KEYS, resolveRedisBusOptions } from '../../adapters/redis/options.ts';
+import { POSTGRES_BUS_OPTION_KEYS, resolvePostgresBusOptions } from '../../adapters/postgres/options.ts';
 import { mcpSubscriptions as fastifyPlugin } from '../../adapters/fastify/index.ts';
 import {
   LISTEN_OPTION_KEYS as CLIENT_LISTEN_OPTION_KEYS,
@@ -165,6 +166,10 @@ describe('docs/api.md names exactly the options each entry point accepts', () =>
     expect(namesOf(table('new RedisBus()'))).toEqual([...REDIS_BUS_OPTION_KEYS].sort());
   });
 
+  test('new PostgresBus()', () => {
+    expect(namesOf(table('new PostgresBus()'))).toEqual([...POSTGRES_BUS_OPTION_KEYS].sort());
+  });
+
   test('the Fastify plugin: every documented key is accepted, and every other key the adapters know is refused', () => {
     const documented = namesOf(table('mcpSubscriptions (Fastify)'));
     const candidates = new Set([
@@ -224,6 +229,13 @@ describe("docs/api.md's defaults are the ones the resolvers apply", () => {
   test('new RedisBus()', () => {
     const resolved = resolveRedisBusOptions({ url: 'redis://127.0.0.1:1', logger });
     expect(expectDefaults(table('new RedisBus()'), { ...resolved })).toBe(2);
+  });
+
+  test('new PostgresBus()', () => {
+    const resolved = resolvePostgresBusOptions({ url: 'postgres://127.0.0.1:1/db', logger });
+    // The spill table resolves to its name and its quoted SQL: the name is what the option takes.
+    const spillTable = resolved.spillTable === false ? false : resolved.spillTable.name;
+    expect(expectDefaults(table('new PostgresBus()'), { ...resolved, spillTable })).toBe(5);
   });
 
   test('listen(), its reconnect and waitFor()', () => {

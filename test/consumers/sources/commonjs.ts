@@ -6,6 +6,7 @@ import { mcpSubscriptions, type McpSubscriptionsMiddleware } from 'mcp-subscript
 import { mcpSubscriptions as fastifyPlugin, type McpSubscriptionsFastifyOptions } from 'mcp-subscriptions/fastify';
 import { McpSubscriptionsModule, type McpSubscriptionsModuleOptions } from 'mcp-subscriptions/nest';
 import { RedisBus, type RedisBusStats } from 'mcp-subscriptions/redis';
+import { PostgresBus, type PostgresBusStats } from 'mcp-subscriptions/postgres';
 import { listen, ListenError, type ListenOptions, type SubscriptionItem } from 'mcp-subscriptions/client';
 
 const hub = new SubscriptionHub();
@@ -15,6 +16,7 @@ const pluginOptions: McpSubscriptionsFastifyOptions = { hub, capabilities: { too
 const options: McpSubscriptionsModuleOptions = { capabilities: { toolsListChanged: true } };
 const dynamicModule = McpSubscriptionsModule.forRoot(options);
 const redisStats: keyof RedisBusStats = 'connected';
+const postgresStats: keyof PostgresBusStats = 'connected';
 const listenOptions: ListenOptions = { maxBuffer: 10, reconnect: { maxAttempts: 3 } };
 const listenError = new ListenError('ERR_MCP_SUBSCRIPTIONS_LISTEN_REFUSED', 'refused', { status: 503 });
 const endItem: SubscriptionItem = { type: 'end', reason: 'closed' };
@@ -46,6 +48,7 @@ console.log(
       './fastify': require.resolve('mcp-subscriptions/fastify'),
       './nest': require.resolve('mcp-subscriptions/nest'),
       './redis': require.resolve('mcp-subscriptions/redis'),
+      './postgres': require.resolve('mcp-subscriptions/postgres'),
       './client': require.resolve('mcp-subscriptions/client'),
     },
     values: {
@@ -56,6 +59,8 @@ console.log(
       McpSubscriptionsModule: dynamicModule.module === McpSubscriptionsModule,
       RedisBus: typeof RedisBus,
       redisStats,
+      PostgresBus: typeof PostgresBus,
+      postgresStats,
       listen: typeof listen,
       listenErrorCode: endItem.type === 'end' && listenOptions.maxBuffer === 10 ? listenError.code : '',
     },
