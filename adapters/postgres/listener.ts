@@ -46,6 +46,12 @@ export class ListeningConnection {
   private retryMs = FIRST_RETRY_MS;
   private retryTimer: NodeJS.Timeout | undefined;
   private closed = false;
+  /**
+   * The last query handed to the current client: the next one goes after it. node-postgres queues
+   * overlapping queries itself but deprecates it (pg 9 refuses them), and the reconciler may send a
+   * LISTEN batch while an UNLISTEN batch is out.
+   */
+  private tail: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly make: () => PostgresListenClient,
@@ -62,11 +68,19 @@ export class ListeningConnection {
     return this.up && !this.closed;
   }
 
-  /** Runs `sql` on the current session; rejects when there is none. */
+  /** Runs `sql` on the current session, after the queries before it; rejects when there is none. */
   query(sql: string): Promise<unknown> {
     const client = this.client;
     if (!this.up || client === undefined) return Promise.reject(new Error('the listening connection is down'));
-    return attempt(() => client.query(sql));
+    const generation = this.generation;
+    const run = this.tail.then(() =>
+      // The session may have been lost while this query waited: it is not sent on another.
+      generation === this.generation
+        ? client.query(sql)
+        : Promise.reject(new Error('the listening connection was lost')),
+    );
+    this.tail = run.catch(noop);
+    return run;
   }
 
   /** Ends the session (its LISTENs with it) within `timeoutMs`, and makes no other. Idempotent. */
@@ -100,12 +114,15 @@ export class ListeningConnection {
     // listener would throw out of the process.
     client.on('error', (error: unknown) => this.lose(generation, client, error));
     client.on('end', () => this.lose(generation, client));
-    client.on('notification', (message: { channel: string; payload?: string }) => {
-      if (generation === this.generation) this.events.notification(message.channel, message.payload ?? '');
+    client.on('notification', (message: unknown) => {
+      if (generation !== this.generation) return;
+      const { channel, payload } = message as { channel?: unknown; payload?: unknown };
+      if (typeof channel === 'string') this.events.notification(channel, typeof payload === 'string' ? payload : '');
     });
     attempt(() => client.connect()).then(
       () => {
         if (generation !== this.generation || this.closed) return;
+        this.tail = Promise.resolve();
         this.up = true;
         this.retryMs = FIRST_RETRY_MS;
         this.events.ready();

@@ -39,7 +39,7 @@ export interface PostgresPool extends PostgresQueryable {
   connect(): Promise<unknown>;
   /** What tells a pool from a client. */
   readonly totalCount: number;
-  on(event: string, listener: (...args: never[]) => void): unknown;
+  on(event: string, listener: (...args: unknown[]) => void): unknown;
 }
 
 /**
@@ -49,7 +49,7 @@ export interface PostgresPool extends PostgresQueryable {
 export interface PostgresListenClient {
   connect(): Promise<unknown>;
   query(text: string): Promise<unknown>;
-  on(event: string, listener: (...args: never[]) => void): unknown;
+  on(event: string, listener: (...args: unknown[]) => void): unknown;
   removeAllListeners(event?: string): unknown;
   end(): Promise<unknown>;
 }

@@ -8,6 +8,7 @@
 import diagnostics from 'node:diagnostics_channel';
 import {
   ErrorCode,
+  EventError,
   InterestReconciler,
   MAX_MESSAGE_BYTES,
   MAX_NODE_ID_LENGTH,
@@ -408,7 +409,8 @@ export class PostgresBus implements SubscriptionBus {
    * spill row) goes through `client`, the `PoolClient` (or `Client`) your transaction runs on, so every
    * node, this one included, receives the event when the transaction COMMITs, and none if it rolls
    * back. Resolves once the statement ran; rejects with PostgreSQL's error (which aborts your
-   * transaction) or with an `EventError` for an invalid event (before anything is sent).
+   * transaction), or with an `EventError` (`ERR_MCP_SUBSCRIPTIONS_INVALID_EVENT`) for an invalid event or
+   * one too large to send (over 8,000 bytes with `spillTable: false`, over 4 MiB), before anything is sent.
    *
    * This node's own streams receive it through PostgreSQL too (not directly, as a hub's publish does), so
    * only while it LISTENs to the event's channel: with interest routing, while one of its streams follows
@@ -423,17 +425,20 @@ export class PostgresBus implements SubscriptionBus {
       await client.query('SELECT pg_notify($1, $2)', [channel, message]);
     } else {
       const spill = this.spill;
-      const pool = this.pool;
       if (spill === undefined || tooLarge(message)) {
-        throw new RangeError(
-          `mcp-subscriptions: the event is ${bytes} bytes as a message, over ${spill === undefined ? `a NOTIFY payload's ${MAX_NOTIFY_PAYLOAD_BYTES} (spillTable is false)` : `${MAX_MESSAGE_BYTES}`}`,
+        throw new EventError(
+          `the event takes ${bytes} bytes as a message, over ${spill === undefined ? `a NOTIFY payload's ${MAX_NOTIFY_PAYLOAD_BYTES} and \`spillTable\` is false` : `the bus's ${MAX_MESSAGE_BYTES}`}`,
         );
       }
+      // The url form makes its pool once pg is loaded: the spill table is made sure of through it.
+      if (this.pool === undefined) await this.setUp;
+      const pool = this.pool;
       if (pool === undefined)
-        throw new Error('mcp-subscriptions: the PostgreSQL bus has no pool yet (pg still loading, or missing)');
+        throw new Error('mcp-subscriptions: PostgresBus could not load pg (see its logged error)');
       await spill.ensure(pool);
       await spill.publish(client, channel, message, this.committedWire.refHead);
       this.counters.spilled++;
+      this.cleanUpSpill(pool);
     }
     this.counters.publishedIn++;
   }
@@ -691,7 +696,12 @@ export class PostgresBus implements SubscriptionBus {
     await spill.ensure(pool);
     await spill.publish(pool, message.channel, message.payload, this.wire.refHead);
     this.counters.spilled++;
-    spill.cleanUp(pool).catch((error: unknown) => {
+    this.cleanUpSpill(pool);
+  }
+
+  /** Deletes the spill table's expired rows when due, through the pool (never a caller's transaction). */
+  private cleanUpSpill(pool: PostgresPool): void {
+    this.spill?.cleanUp(pool).catch((error: unknown) => {
       this.reportOnce('spill-cleanup', 'could not delete expired rows of the spill table (DELETE refused?)', { error });
     });
   }
@@ -831,6 +841,7 @@ export class PostgresBus implements SubscriptionBus {
     try {
       payload = await this.spill.read(pool, id);
     } catch (error) {
+      if (this.closing !== undefined) return { type: 'drop', reason: 'ref' };
       this.reportOnce('spill-read', 'could not read a spilled message (PostgreSQL unreachable, or SELECT refused)', {
         error,
       });

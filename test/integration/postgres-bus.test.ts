@@ -22,6 +22,7 @@ import {
   type PostgresConnectionMessage,
 } from 'mcp-subscriptions/postgres';
 import { SpillTable } from '../../adapters/postgres/spill.ts';
+import { Wire } from '../../lib/internal.ts';
 import { describeBusContract } from '../helpers/bus-contract.ts';
 import { authFromUserHeader, listenOn } from '../helpers/express-apps.ts';
 import { FakeResponse, openFollowing, recordingLogger, waitFor } from '../helpers/fake-response.ts';
@@ -238,6 +239,7 @@ describeUnless(missing)('PostgresBus against PostgreSQL on 127.0.0.1:5432', () =
     await atC.until(() => count(atC, LIST) === 2, 'both list changes at C');
     expect(seen(atC)).toStrictEqual([LIST, LIST]);
     expect(c.stats()).toMatchObject({ received: 2, dropped: 0 });
+    await atB.until(() => count(atB, LIST) === 2, 'the second list change at B');
     await waitFor(() => a.stats().published === 7, "every one of A's NOTIFYs acknowledged");
     expect(b.stats()).toMatchObject({ received: 6, dropped: 0 });
   });
@@ -316,9 +318,62 @@ describeUnless(missing)('PostgresBus against PostgreSQL on 127.0.0.1:5432', () =
     await atB.until(() => count(atB, 'note://after') === 1, 'the update after the large one');
     expect(seen(atB)).toStrictEqual(['note://before', 'task-1', 'note://after']);
     expect(received(atB)[1].params.result).toStrictEqual({ content: [{ type: 'text', text }] });
-    expect(a.stats()).toMatchObject({ published: 3, spilled: 1, dropped: 0 });
+    await waitFor(() => a.stats().published === 3, "A's NOTIFYs acknowledged");
+    expect(a.stats()).toMatchObject({ spilled: 1, dropped: 0 });
     expect(b.stats()).toMatchObject({ received: 3, dropped: 0 });
     expect(await admin!.rows(tableOf(prefix))).toBe(1);
+  });
+
+  test('spillTable: false: an event over 8,000 bytes reaches the local node only, reported once; publishIn() refuses it before sending', async () => {
+    const prefix = uniquePrefix();
+    const logger = recordingLogger();
+    const pool = callerPool();
+    const [a, b] = [node('pool', prefix, { pool, spillTable: false, logger }), node('url', prefix)];
+    await connected(a, b);
+    const [hubA, hubB] = [hubOn(a), hubOn(b)];
+    const [atA, atB] = [new FakeResponse(), new FakeResponse()];
+    const filter = { taskIds: ['big'], resourceSubscriptions: ['note://after'] };
+    await openFollowing(hubA, atA, { principal: 'alice', filter });
+    await openFollowing(hubB, atB, { principal: 'alice', filter });
+    hubA.taskStatus(bigTask('big', 'b'.repeat(9000)), 'alice');
+    hubA.taskStatus(bigTask('big', 'c'.repeat(9000)), 'alice');
+    hubA.resourceUpdated('note://after');
+    await waitFor(() => atB.messages().length === 1, 'the small update at B');
+    expect(atB.messages().map((m: any) => m.method)).toStrictEqual(['notifications/resources/updated']);
+    expect(atA.messages().filter((m: any) => m.params?.taskId === 'big')).toHaveLength(2);
+    await waitFor(() => a.stats().published === 1, "A's NOTIFY acknowledged");
+    expect(a.stats()).toMatchObject({ dropped: 2, spilled: 0 });
+    expect(logger.warns).toHaveLength(1);
+    expect(String(logger.warns[0]![0])).toContain('spillTable is false');
+    await expect(
+      a.publishIn(pool, { kind: 'task_status', owner: 'alice', task: bigTask('big', 'd'.repeat(9000)) }),
+    ).rejects.toMatchObject({ code: 'ERR_MCP_SUBSCRIPTIONS_INVALID_EVENT' });
+    expect(a.stats().publishedIn).toBe(0);
+  });
+
+  test("NOTIFY's payload bound, exactly: a message of 7,999 bytes is NOTIFYed, one of 8,000 spills; both arrive", async () => {
+    const prefix = uniquePrefix();
+    const [a, b] = [
+      node('pool', prefix, { nodeId: 'node-a', routing: 'broadcast' }),
+      node('url', prefix, { routing: 'broadcast' }),
+    ];
+    await connected(a, b);
+    const got: string[] = [];
+    b.join({ event: (event) => void got.push(event.kind === 'resource_updated' ? event.uri : ''), cancel: () => {} });
+    const member = a.join({ event: () => {}, cancel: () => {} });
+    /** A URI whose message, as node-a writes it with no context, takes `bytes` bytes. */
+    const uriOf = (bytes: number): string => {
+      const bare = new Wire('node-a').event(JSON.stringify({ kind: 'resource_updated', uri: 'note://x/' }));
+      return `note://x/${'p'.repeat(bytes - Buffer.byteLength(bare))}`;
+    };
+    member.publish({ kind: 'resource_updated', uri: uriOf(7999) });
+    // B may hear of a NOTIFY before A's pool hands A its acknowledgement: both are waited for.
+    await waitFor(() => got.length === 1 && a.stats().published === 1, 'the 7,999-byte message');
+    expect(a.stats().spilled).toBe(0);
+    member.publish({ kind: 'resource_updated', uri: uriOf(8000) });
+    await waitFor(() => got.length === 2 && a.stats().published === 2, 'the 8,000-byte message');
+    expect(a.stats()).toMatchObject({ spilled: 1, published: 2, dropped: 0 });
+    expect(got).toStrictEqual([uriOf(7999), uriOf(8000)]);
   });
 
   test('publishIn(): delivered on COMMIT, to every node following it (this one included), never on ROLLBACK; large ones too', async () => {
@@ -422,7 +477,9 @@ describeUnless(missing)('PostgresBus against PostgreSQL on 127.0.0.1:5432', () =
     const updates = (uri: string): number =>
       res.messages().filter((m: any) => m.method === 'notifications/resources/updated' && m.params?.uri === uri).length;
     await waitFor(() => updates('note://1') === 1 && updates('note://2') === 1, 'the late changes at B');
-    expect(a.stats()).toMatchObject({ republished: 2, reconnects: 1 });
+    // B may hear of a NOTIFY before A's pool hands A its acknowledgement.
+    await waitFor(() => a.stats().republished === 2, 'both counted as republished');
+    expect(a.stats().reconnects).toBe(1);
     expect(logger.errors).toHaveLength(1);
   });
 
@@ -486,7 +543,9 @@ describeUnless(missing)('PostgresBus against PostgreSQL on 127.0.0.1:5432', () =
     expect(await admin!.listeners(prefix)).toBe(2);
     await hub.close();
     await Promise.all([a.close(), a.close(), b.close()]);
-    await waitFor(() => true, 'nothing');
+    // A backend leaves pg_stat_activity a moment after its client has gone.
+    const deadline = Date.now() + 5000;
+    while ((await admin!.listeners(prefix)) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     expect(await admin!.listeners(prefix)).toBe(0);
     expect((await pool.query('SELECT 1 AS one')).rows).toStrictEqual([{ one: 1 }]);
     expect(a.stats().connected).toBe(false);
