@@ -434,7 +434,10 @@ export class PostgresBus implements SubscriptionBus {
       if (this.pool === undefined) await this.setUp;
       const pool = this.pool;
       if (pool === undefined)
-        throw new Error('mcp-subscriptions: PostgresBus could not load pg (see its logged error)');
+        throw new OptionsError(
+          ErrorCode.PostgresClientMissing,
+          'PostgresBus could not load pg: it has no pool to spill through',
+        );
       await spill.ensure(pool);
       await spill.publish(client, channel, message, this.committedWire.refHead);
       this.counters.spilled++;
@@ -722,6 +725,8 @@ export class PostgresBus implements SubscriptionBus {
           error,
         },
       );
+      // Tried while NOTIFYs were failing (the backlog as a probe): the next try finds out whether they go through.
+      if (!this.notifying) this.armRetry();
       return;
     }
     const set = [...batch, ...this.outbox.splice(0)];

@@ -1,6 +1,7 @@
 /**
  * The contract every `SubscriptionBus` keeps, as one suite: `describeBusContract(name, makeBus)`.
- * MemoryBus runs it today; RedisBus (adapters/redis) runs the very same suite against a real Redis.
+ * MemoryBus runs it; RedisBus (adapters/redis) runs the very same suite against a real Redis, and
+ * PostgresBus (adapters/postgres) against a real PostgreSQL (test/integration/postgres-bus.test.ts).
  * Delivery may be asynchronous (a network bus), so every expectation waits for a condition, and every
  * "nothing arrives" waits for a later marker to arrive first (one tick proves nothing on a network).
  */

@@ -376,6 +376,46 @@ describeUnless(missing)('PostgresBus against PostgreSQL on 127.0.0.1:5432', () =
     expect(got).toStrictEqual([uriOf(7999), uriOf(8000)]);
   });
 
+  test('the privileges docs/postgres.md lists: without CREATE a spill is refused alone (reported once, the bus stays connected); with the migration and INSERT, SELECT, DELETE and the sequence it goes', async () => {
+    const prefix = uniquePrefix();
+    const role = `mcp_test_${randomUUID().slice(0, 8)}`;
+    // PostgreSQL 15 gives no role but the owner CREATE on the public schema: this one may LISTEN and NOTIFY only.
+    await admin!.pool.query(`CREATE ROLE ${role} LOGIN`);
+    cleanups.push(async () => {
+      await admin!.pool.query(`DROP OWNED BY ${role}`);
+      await admin!.pool.query(`DROP ROLE IF EXISTS ${role}`);
+    });
+    const logger = recordingLogger();
+    const pool = callerPool({ connectionString: `postgres://${role}@127.0.0.1:5432/test` });
+    const [a, b] = [node('pool', prefix, { pool, logger }), node('url', prefix)];
+    await connected(a, b);
+    const [hubA, hubB] = [hubOn(a), hubOn(b)];
+    const atB = new FakeResponse();
+    await openFollowing(hubB, atB, {
+      principal: 'alice',
+      filter: { taskIds: ['big'], resourceSubscriptions: ['note://n'] },
+    });
+    hubA.taskStatus(bigTask('big', 'r'.repeat(9000)), 'alice');
+    hubA.resourceUpdated('note://n');
+    await waitFor(() => atB.messages().length === 1, 'the small update at B');
+    expect(atB.messages()[0]).toMatchObject({ params: { uri: 'note://n' } });
+    expect(a.stats()).toMatchObject({ connected: true, dropped: 1, spilled: 0 });
+    expect(logger.warns).toHaveLength(1);
+    expect(String(logger.warns[0]![0])).toContain('refused');
+    expect(logger.errors).toStrictEqual([]);
+
+    const table = tableOf(prefix);
+    await admin!.pool.query(
+      `CREATE TABLE "${table}" (id bigserial PRIMARY KEY, payload text NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`,
+    );
+    await admin!.pool.query(`GRANT INSERT, SELECT, DELETE ON "${table}" TO ${role}`);
+    await admin!.pool.query(`GRANT USAGE ON SEQUENCE "${table}_id_seq" TO ${role}`);
+    hubA.taskStatus(bigTask('big', 's'.repeat(9000)), 'alice');
+    await waitFor(() => atB.messages().length === 2, 'the spilled status at B');
+    expect(atB.messages()[1].params.result.content[0].text).toBe('s'.repeat(9000));
+    expect(a.stats()).toMatchObject({ connected: true, spilled: 1, dropped: 1 });
+  });
+
   test('publishIn(): delivered on COMMIT, to every node following it (this one included), never on ROLLBACK; large ones too', async () => {
     const prefix = uniquePrefix();
     const pool = callerPool();
@@ -481,6 +521,34 @@ describeUnless(missing)('PostgresBus against PostgreSQL on 127.0.0.1:5432', () =
     await waitFor(() => a.stats().republished === 2, 'both counted as republished');
     expect(a.stats().reconnects).toBe(1);
     expect(logger.errors).toHaveLength(1);
+  });
+
+  test('more unsent changes than the backlog holds: once NOTIFYs go through again, every node resyncs everything', async () => {
+    const prefix = uniquePrefix();
+    const pool = callerPool({ max: 1, connectionTimeoutMillis: 200 });
+    const [a, b] = [node('pool', prefix, { pool }), node('url', prefix)];
+    await connected(a, b);
+    const [hubA, hubB] = [hubOn(a), hubOn(b)];
+    const res = new FakeResponse();
+    await openFollowing(hubB, res, { filter: { resourceSubscriptions: ['note://followed'], toolsListChanged: true } });
+    const held = await pool.connect();
+    hubA.resourceUpdated('note://first');
+    await waitFor(() => !a.stats().connected, 'NOTIFYs failing', 10_000);
+    // One key more than the backlog's 10,000: it no longer knows which changed.
+    for (let i = 0; i < 10_001; i++) hubA.resourceUpdated(`note://changed/${i}`);
+    expect(a.stats().unsent).toBe(-1);
+    held.release();
+    await waitFor(() => a.stats().connected && a.stats().unsent === 0, 'A back', 10_000);
+    // B never heard of the keys, yet its stream is told that everything it follows may have changed.
+    await waitFor(() => res.messages().length === 2, "B's resync of everything");
+    expect(
+      res
+        .messages()
+        .map((m: any) => m.params?.uri ?? m.method)
+        .sort(),
+    ).toStrictEqual(['note://followed', 'notifications/tools/list_changed'].sort());
+    await waitFor(() => a.stats().republished === 1, 'the resync request counted');
+    expect(b.stats().resyncs).toBe(1);
   });
 
   test('a spilled message whose row is gone is a counted drop, reported once, and its channel is resynced: never a crash', async () => {
