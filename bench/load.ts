@@ -4,7 +4,7 @@
  * after the other (or alternately, where drift matters), and sends back the raw figures over IPC.
  * Every loop is bounded in count and time.
  */
-import type { Fleet, Nodes, Ports, Target } from './scenario.ts';
+import type { BenchPostgres, Fleet, Nodes, Ports, Target } from './scenario.ts';
 import { SCENARIOS } from './scenarios/index.ts';
 
 export interface LoadRequest {
@@ -17,6 +17,8 @@ export interface LoadRequest {
   readonly nodes?: Nodes;
   /** Only for a fleet scenario: this run's routing mode and its nodes. */
   readonly fleet?: Fleet;
+  /** The bench's PostgreSQL: for a scenario with `postgresNodes` or `postgresServer`. */
+  readonly postgres?: BenchPostgres;
 }
 
 // Run as the forked load process: one request in, one result out, then exit.
@@ -31,7 +33,7 @@ if (process.send !== undefined) {
       process.send!({ ok: false, error: `unknown scenario ${message.scenario}` });
       process.exit(2);
     }
-    scenario.run(message.ports, message.targets, message.params, message.nodes, message.fleet).then(
+    scenario.run(message.ports, message.targets, message.params, message.nodes, message.fleet, message.postgres).then(
       (result) => process.send!({ ok: true, result }, () => process.exit(0)),
       (error: unknown) =>
         process.send!(

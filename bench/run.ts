@@ -16,6 +16,12 @@
  *
  * A fleet scenario (`fleet`) starts a redis-server of its own on a free loopback port, and for each
  * routing mode of the bus its nodes, several per process (`bench/servers/fleet.ts`), then the load.
+ *
+ * PostgreSQL: the `pg:` routings of the fleet, the cross-node scenario's nodes C and D
+ * (`postgresNodes`), and the NOTIFY ceiling (`postgresServer`) run on a PostgreSQL of the bench's own,
+ * a private cluster (initdb on a free loopback port, tools/chaos/postgres.ts), durable as a production
+ * server is (fsync and synchronous commit on), so that its CPU, read from /proc, is the bench's traffic
+ * alone and the shared server on 5432 is never touched.
  */
 import { execFileSync, fork, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -25,10 +31,11 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
+import { PostgresProcess, privatePostgresMissing } from '../tools/chaos/postgres.ts';
 import { renderChart } from './chart.ts';
 import type { LoadRequest } from './load.ts';
 import { buildRows, formatTable, skippedRow, type Report } from './report.ts';
-import type { Figures, Nodes, Ports, Scenario, ScenarioResult, Target } from './scenario.ts';
+import type { BenchPostgres, Figures, Nodes, Ports, Scenario, ScenarioResult, Target } from './scenario.ts';
 import { SCENARIOS } from './scenarios/index.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -228,6 +235,38 @@ function startNodes(profileDir: string | undefined): Promise<{ port: number; chi
   );
 }
 
+/** Node C and node D: `ours` joined over the bench's PostgreSQL, in this run's channel prefix. */
+function startPostgresNodes(
+  postgres: BenchPostgres,
+  profileDir: string | undefined,
+): Promise<{ port: number; child: ChildProcess }>[] {
+  return (['c', 'd'] as const).map((id) =>
+    startServer(`ours-${id}`, 'ours', profileDir, {
+      BENCH_DATABASE_URL: postgres.url,
+      BENCH_REDIS_PREFIX: 'mcp-subscriptions-bench',
+      BENCH_NODE_ID: id.toUpperCase(),
+    }),
+  );
+}
+
+/**
+ * A PostgreSQL of the bench's own: durable (fsync, synchronous commit), with connection slots for a
+ * fleet's pools (8 nodes × 10 + their listening sessions).
+ */
+async function startOwnPostgres(): Promise<{ postgres: BenchPostgres; stop(): Promise<void> }> {
+  const server = await PostgresProcess.start({ durable: true, maxConnections: 200 });
+  return { postgres: { url: server.url(), pid: server.pid as number }, stop: () => server.stop() };
+}
+
+/** Whether a scenario (with these params) runs on the bench's PostgreSQL. */
+function needsPostgres(spec: Scenario, params: unknown): boolean {
+  return (
+    spec.postgresNodes === true ||
+    spec.postgresServer === true ||
+    (spec.fleet?.routings(params).some((routing) => routing.startsWith('pg:')) ?? false)
+  );
+}
+
 /** Why Redis cannot be used (it does not answer PING within 3 s), or `undefined` when it answers. */
 async function redisProblem(url = REDIS_URL): Promise<string | undefined> {
   const client = new Redis(url, {
@@ -294,6 +333,7 @@ async function startOwnRedis(): Promise<{ port: number; child: ChildProcess }> {
 async function runFleet(spec: Scenario, params: unknown, profileDir: string | undefined): Promise<ScenarioResult> {
   const fleet = spec.fleet!;
   const redis = await startOwnRedis();
+  const own = needsPostgres(spec, params) ? await startOwnPostgres() : undefined;
   try {
     const byRouting: Record<string, Figures> = {};
     const count = fleet.nodes(params);
@@ -303,8 +343,13 @@ async function runFleet(spec: Scenario, params: unknown, profileDir: string | un
     ).filter((group) => group.length > 0);
     for (const routing of fleet.routings(params)) {
       const env = {
-        BENCH_REDIS_URL: `redis://127.0.0.1:${redis.port}`,
-        BENCH_REDIS_PREFIX: `${CHANNEL_PREFIX}-fleet-${routing}`,
+        ...(routing.startsWith('pg:')
+          ? { BENCH_DATABASE_URL: own!.postgres.url }
+          : { BENCH_REDIS_URL: `redis://127.0.0.1:${redis.port}` }),
+        // PostgreSQL keeps 63 bytes of a channel name: a prefix of its own per routing, short.
+        BENCH_REDIS_PREFIX: routing.startsWith('pg:')
+          ? `bench-fleet-${routing.slice(3)}`
+          : `${CHANNEL_PREFIX}-fleet-${routing}`,
         BENCH_ROUTING: routing,
       };
       const started = await Promise.all(
@@ -325,7 +370,13 @@ async function runFleet(spec: Scenario, params: unknown, profileDir: string | un
           targets: spec.targets,
           params: params as Record<string, unknown>,
           timeoutMs: spec.timeoutMs,
-          fleet: { ports, processes: groups, redisPort: redis.port, routing },
+          fleet: {
+            ports,
+            processes: groups,
+            redisPort: redis.port,
+            routing,
+            ...(routing.startsWith('pg:') ? { postgres: own!.postgres } : {}),
+          },
         });
         byRouting[routing] = result.ours ?? {};
       } finally {
@@ -335,6 +386,7 @@ async function runFleet(spec: Scenario, params: unknown, profileDir: string | un
     return fleet.merge(byRouting);
   } finally {
     redis.child.kill('SIGKILL');
+    await own?.stop();
   }
 }
 
@@ -345,7 +397,14 @@ function inCi(): boolean {
 }
 
 /** The reason `spec` cannot run here, or `undefined`; throws under CI. */
-async function skipReason(spec: Scenario): Promise<string | undefined> {
+async function skipReason(spec: Scenario, params: unknown): Promise<string | undefined> {
+  const postgresMissing = needsPostgres(spec, params) ? privatePostgresMissing() : undefined;
+  if (postgresMissing !== undefined) {
+    const reason = `${postgresMissing} (the scenario starts a PostgreSQL of its own)`;
+    if (inCi()) throw new Error(`${spec.name}: ${reason}. CI is set, so it is not skipped.`);
+    return reason;
+  }
+  if (spec.postgresServer === true) return undefined;
   if (spec.fleet !== undefined) {
     if (spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0) return undefined;
     const reason = 'redis-server is not installed (the fleet scenario starts a Redis of its own)';
@@ -432,13 +491,18 @@ async function main(): Promise<void> {
       `cross-node: ours-a and ours-b = ours joined by a RedisBus on ${REDIS_URL}, channel prefix ${CHANNEL_PREFIX}`,
     );
   }
+  if (specs.some((s) => needsPostgres(s, quick ? s.quick : s.full))) {
+    console.log(
+      'PostgreSQL rows: a private PostgreSQL of the bench (initdb on a free port, fsync and synchronous commit on); ours-c and ours-d = ours joined by a PostgresBus on it',
+    );
+  }
   for (const spec of specs) {
     const params = quick ? spec.quick : spec.full;
     console.log(`\n▶ ${spec.name}: ${spec.title}\n  params: ${JSON.stringify(params)}`);
     const t0 = Date.now();
     const profileDir = profile ? path.join(ROOT, 'bench/results/profiles', `${localDate()}-${spec.name}`) : undefined;
     if (profileDir !== undefined) mkdirSync(profileDir, { recursive: true });
-    const skipped = await skipReason(spec);
+    const skipped = await skipReason(spec, params);
     if (skipped !== undefined) {
       console.log(`  skipped: ${skipped}`);
       report.scenarios[spec.name] = { title: spec.title, params, result: {}, skipped };
@@ -454,14 +518,22 @@ async function main(): Promise<void> {
       console.log(`  (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
       continue;
     }
+    const own = needsPostgres(spec, params) ? await startOwnPostgres() : undefined;
     const servers = await Promise.all([
       ...spec.targets.map((t) => startServer(t, t, profileDir)),
       ...(spec.redisNodes === true ? startNodes(profileDir) : []),
+      ...(spec.postgresNodes === true && own !== undefined ? startPostgresNodes(own.postgres, profileDir) : []),
     ]);
     const ports = Object.fromEntries(spec.targets.map((t, i) => [t, servers[i]!.port])) as Record<Target, number>;
     const n = spec.targets.length;
     const nodes: Nodes | undefined =
-      spec.redisNodes === true ? { a: servers[n]!.port, b: servers[n + 1]!.port } : undefined;
+      spec.redisNodes === true
+        ? {
+            a: servers[n]!.port,
+            b: servers[n + 1]!.port,
+            ...(spec.postgresNodes === true ? { c: servers[n + 2]!.port, d: servers[n + 3]!.port } : {}),
+          }
+        : undefined;
     // Scraped from start to end, the other servers' turns included, as Prometheus would.
     const scraper = spec.targets.includes('ours-metrics') ? startScraper(ports['ours-metrics']) : undefined;
     let result: ScenarioResult;
@@ -473,11 +545,13 @@ async function main(): Promise<void> {
         params,
         timeoutMs: spec.timeoutMs,
         ...(nodes !== undefined ? { nodes } : {}),
+        ...(own !== undefined ? { postgres: own.postgres } : {}),
       });
       if (scraper !== undefined) result['ours-metrics'] = { ...result['ours-metrics'], ...(await scraper.stop()) };
     } finally {
       await scraper?.stop();
       await Promise.all(servers.map((s) => stopServer(s.child)));
+      await own?.stop();
     }
     report.scenarios[spec.name] = { title: spec.title, params, result };
     const rows = buildRows(spec, params, result);

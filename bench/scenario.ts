@@ -20,10 +20,24 @@ export type ScenarioResult = Partial<Record<Target, Figures>>;
 /** Each server's port. */
 export type Ports = Record<Target, number>;
 
-/** The ports of node A and node B: two `ours` processes joined by a `RedisBus` on one Redis. */
+/**
+ * The ports of node A and node B: two `ours` processes joined by a `RedisBus` on one Redis; with
+ * `postgresNodes`, also node C and node D, two more joined by a `PostgresBus` on the bench's own
+ * PostgreSQL.
+ */
 export interface Nodes {
   readonly a: number;
   readonly b: number;
+  readonly c?: number;
+  readonly d?: number;
+}
+
+/** A PostgreSQL server of the bench's own (a private cluster, durable as a production one): where, and its postmaster. */
+export interface BenchPostgres {
+  /** `postgres://postgres@127.0.0.1:<port>/test`. */
+  readonly url: string;
+  /** The postmaster's pid: the server's CPU is read from /proc (bench/lib/postgres.ts). */
+  readonly pid: number;
 }
 
 /**
@@ -35,8 +49,13 @@ export interface Fleet {
   readonly ports: readonly number[];
   readonly processes: readonly (readonly number[])[];
   readonly redisPort: number;
-  /** `'interest'`, `'broadcast'` or `'buckets:N'`, as the nodes were started with. */
+  /**
+   * `'interest'`, `'broadcast'` or `'buckets:N'` (a `RedisBus`), or `'pg:interest'` or `'pg:broadcast'`
+   * (a `PostgresBus` on {@link postgres}), as the nodes were started with.
+   */
   readonly routing: string;
+  /** The bench's PostgreSQL, for the `pg:` routings. */
+  readonly postgres?: BenchPostgres;
 }
 
 /** The table's columns. */
@@ -106,6 +125,16 @@ export interface Scenario<P = any> {
    */
   readonly redisNodes?: boolean;
   /**
+   * With `redisNodes`: also node C and node D, two `ours` joined by a `PostgresBus` on a PostgreSQL of
+   * the bench's own. Skipped with the reason where PostgreSQL's binaries are missing (a failure under CI).
+   */
+  readonly postgresNodes?: boolean;
+  /**
+   * The load gets a PostgreSQL of the bench's own (`postgres` of `run`), and no server of ours: a
+   * measure of PostgreSQL itself (NOTIFY's ceiling).
+   */
+  readonly postgresServer?: boolean;
+  /**
    * Run against fleets of nodes on a Redis server of the bench's own, one fleet per routing mode
    * (`fleet.routings(params)`), each in processes of its own; the load runs once per mode (timeout
    * each), and the scenario's `merge` makes one result of the modes' figures. Skipped, with the
@@ -126,5 +155,6 @@ export interface Scenario<P = any> {
     params: P,
     nodes: Nodes | undefined,
     fleet?: Fleet,
+    postgres?: BenchPostgres,
   ) => Promise<ScenarioResult>;
 }

@@ -6,6 +6,10 @@
  * the hop's. After a warm-up burst per mode, bursts of E writes back to back alternate mode by mode
  * (order reversed every other round), then writes one at a time alternate write by write.
  *
+ * On PostgreSQL (`postgresNodes`): node C holds as many streams, and the same bursts go through node D
+ * (cross-node, LISTEN/NOTIFY between) and node C itself (same node), alternating with the Redis modes; the
+ * PostgreSQL server's CPU (its processes', from /proc) is read around each of those bursts.
+ *
  * Back to back, the modes do not offer the same load: a write on the single node is answered after
  * its fan-out, a write on B as soon as it is published, so B takes writes about twice as fast and A's
  * streams (and the load generator reading them) queue. So cross-node bursts are also run with the
@@ -14,9 +18,10 @@
 import { now } from '../../tools/shared/clock.ts';
 import { median, percentile } from '../../tools/shared/stats.ts';
 import { closeAll, noteWriter, openMany, prefill, sleep, type StreamReader, usage, waitFor } from '../lib/client.ts';
+import { postgresCpuMs } from '../lib/postgres.ts';
 import { type Burst, writeBurst } from '../lib/rounds.ts';
 import { type Filter, PRINCIPAL } from '../lib/wire.ts';
-import { type Figures, type Scenario, type ScenarioResult } from '../scenario.ts';
+import { type Figures, type RowSpec, type Scenario, type ScenarioResult } from '../scenario.ts';
 import { num } from './rows.ts';
 
 type Params = { streams: number; events: number; paced: number; warmup: number; rounds: number };
@@ -29,7 +34,8 @@ export const crossnode: Scenario<Params> = {
   quick: { streams: 200, events: 50, paced: 20, warmup: 10, rounds: 1 },
   targets: ['ours'],
   redisNodes: true,
-  timeoutMs: 180_000,
+  postgresNodes: true,
+  timeoutMs: 240_000,
   rows: (p) => {
     const trio = (key: string, digits: number) => (f: Figures) =>
       ['single', 'cross', 'local'].map((mode) => num(f[`${mode}${key}`]).toFixed(digits)).join(' / ');
@@ -159,47 +165,73 @@ export const crossnode: Scenario<Params> = {
         unit: '',
         value: (f) => ['busPublishedB', 'busReceivedA', 'busDropped'].map((k) => String(f[k])).join(' / '),
       },
+      ...postgresRows(p),
       { label: 'crossnode: every stream got the last write, every mode', unit: '', key: 'complete' },
     ];
   },
-  async run(ports, _targets, p, nodes) {
+  async run(ports, _targets, p, nodes, _fleet, postgres) {
     if (nodes === undefined) throw new Error('crossnode: needs node A and node B (redisNodes)');
     const note = 'crossnode';
     const uri = `note://${PRINCIPAL}/${note}`;
-    await Promise.all([ports.ours, nodes.a, nodes.b].map((port) => prefill(port, [uri])));
+    const pg = nodes.c !== undefined && nodes.d !== undefined && postgres !== undefined;
+    const all = [ports.ours, nodes.a, nodes.b, ...(pg ? [nodes.c, nodes.d] : [])];
+    await Promise.all(all.map((port) => prefill(port, [uri])));
     // Every write that reaches A's streams (cross-node twice over, same node, warm-ups included) fits their capacity.
     const capacity = 3 * (p.warmup + p.rounds * p.events + p.paced);
     const filter = (): Filter => ({ resourceSubscriptions: [uri] });
     const single = await openMany(ports.ours, p.streams, filter, { capacity });
     const onA = await openMany(nodes.a, p.streams, filter, { capacity });
+    const onC = pg ? await openMany(nodes.c, p.streams, filter, { capacity }) : [];
     await sleep(300);
-    type Mode = 'single' | 'cross' | 'local';
     const setups: Record<Mode, { readers: StreamReader[]; write: number; cpu: number[] }> = {
       single: { readers: single, write: ports.ours, cpu: [ports.ours] },
       cross: { readers: onA, write: nodes.b, cpu: [nodes.a, nodes.b] },
       local: { readers: onA, write: nodes.a, cpu: [nodes.a, nodes.b] },
+      pgcross: { readers: onC, write: nodes.d ?? 0, cpu: [nodes.c ?? 0, nodes.d ?? 0] },
+      pglocal: { readers: onC, write: nodes.c ?? 0, cpu: [nodes.c ?? 0, nodes.d ?? 0] },
     };
-    const modes: Mode[] = ['single', 'cross', 'local'];
-    const bursts: Record<Mode, Burst[]> = { single: [], cross: [], local: [] };
-    for (const mode of modes) {
+    const modes: Mode[] = pg ? [...MODES] : ['single', 'cross', 'local'];
+    const bursts: Record<Mode, Burst[]> = { single: [], cross: [], local: [], pgcross: [], pglocal: [] };
+    /**
+     * PostgreSQL's CPU in the bursts of each `pg` mode, and their writes: summed over the bursts, since
+     * /proc counts in 10 ms ticks, coarse for one burst.
+     */
+    const serverCpu = Object.fromEntries(MODES.map((mode) => [mode, { ms: 0, writes: 0 }])) as Record<
+      Mode,
+      { ms: number; writes: number }
+    >;
+    const burst = async (mode: Mode, events: number, intervalMs = 0): Promise<Burst> => {
       const { readers, write, cpu } = setups[mode];
-      await writeBurst(readers, write, cpu, note, p.warmup);
+      const before = mode.startsWith('pg') ? postgresCpuMs(postgres!.pid) : Number.NaN;
+      const result = await writeBurst(readers, write, cpu, note, events, intervalMs);
+      if (mode.startsWith('pg')) {
+        serverCpu[mode].ms += postgresCpuMs(postgres!.pid) - before;
+        serverCpu[mode].writes += events;
+      }
+      return result;
+    };
+    for (const mode of modes) {
+      await burst(mode, p.warmup);
       await sleep(200);
     }
+    for (const mode of modes) serverCpu[mode] = { ms: 0, writes: 0 };
     for (let r = 0; r < p.rounds; r++) {
       for (const mode of r % 2 === 0 ? modes : [...modes].reverse()) {
-        const { readers, write, cpu } = setups[mode];
-        bursts[mode].push(await writeBurst(readers, write, cpu, note, p.events));
+        bursts[mode].push(await burst(mode, p.events));
         await sleep(200);
       }
     }
     // The cross-node hop at the load the single node took: writes capped at its back-to-back rate.
     const singleRate = median(bursts.single.map((x) => x.writesPerSec));
     const atSingleRate: Burst[] = [];
+    const pgAtSingleRate: Burst[] = [];
     for (let r = 0; r < p.rounds; r++) {
-      const { readers, write, cpu } = setups.cross;
-      atSingleRate.push(await writeBurst(readers, write, cpu, note, p.events, 1000 / singleRate));
+      atSingleRate.push(await burst('cross', p.events, 1000 / singleRate));
       await sleep(200);
+      if (pg) {
+        pgAtSingleRate.push(await burst('pgcross', p.events, 1000 / singleRate));
+        await sleep(200);
+      }
     }
     const paced = await oneAtATime(
       modes.map((mode) => setups[mode]),
@@ -207,11 +239,13 @@ export const crossnode: Scenario<Params> = {
       p.paced,
     );
     const [a, b] = await Promise.all([usage(nodes.a), usage(nodes.b)]);
-    closeAll([...single, ...onA]);
+    const [c, d] = pg ? await Promise.all([usage(nodes.c), usage(nodes.d)]) : [undefined, undefined];
+    closeAll([...single, ...onA, ...onC]);
     const figures: Figures = {
       complete:
         modes.every((mode, m) => paced[m]!.complete && bursts[mode].every((x) => x.complete)) &&
-        atSingleRate.every((x) => x.complete),
+        atSingleRate.every((x) => x.complete) &&
+        pgAtSingleRate.every((x) => x.complete),
       crossAtSingleRateP50Ms: percentile(
         atSingleRate.flatMap((x) => x.latencies),
         50,
@@ -225,6 +259,17 @@ export const crossnode: Scenario<Params> = {
       busReceivedA: a.bus?.received ?? Number.NaN,
       busDropped: (a.bus?.dropped ?? Number.NaN) + (b.bus?.dropped ?? Number.NaN),
       busReconnects: (a.bus?.reconnects ?? Number.NaN) + (b.bus?.reconnects ?? Number.NaN),
+      pgcrossAtSingleRateP50Ms: percentile(
+        pgAtSingleRate.flatMap((x) => x.latencies),
+        50,
+      ),
+      pgcrossAtSingleRateP99Ms: percentile(
+        pgAtSingleRate.flatMap((x) => x.latencies),
+        99,
+      ),
+      pgBusPublishedD: d?.bus?.published ?? Number.NaN,
+      pgBusReceivedC: c?.bus?.received ?? Number.NaN,
+      pgBusDropped: (c?.bus?.dropped ?? Number.NaN) + (d?.bus?.dropped ?? Number.NaN),
     };
     modes.forEach((mode, m) => {
       const list = bursts[mode];
@@ -241,12 +286,71 @@ export const crossnode: Scenario<Params> = {
       setups[mode].cpu.forEach((_, i) => {
         figures[`${mode}CpuUsPerEvent${i === 0 ? '' : 'B'}`] = median(list.map((x) => x.cpuUsPerEvent[i] as number));
       });
+      figures[`${mode}ServerCpuMsPer1k`] = (serverCpu[mode].ms / serverCpu[mode].writes) * 1000;
     });
     return { ours: figures };
   },
 };
 
 const NO_BUS = 'the SDK and the ceiling have no distributed bus (that is the point): single process only';
+
+/** The modes: one node without a bus; A and B on Redis (writes on B, or on A); C and D on PostgreSQL (on D, or on C). */
+const MODES = ['single', 'cross', 'local', 'pgcross', 'pglocal'] as const;
+type Mode = (typeof MODES)[number];
+
+/** The rows of node C and node D, joined over PostgreSQL, beside the Redis ones. */
+function postgresRows(p: Params): RowSpec[] {
+  const pair =
+    (a: string, b: string, digits = 2) =>
+    (f: Figures) =>
+      `${num(f[a]).toFixed(digits)} / ${num(f[b]).toFixed(digits)}`;
+  return [
+    {
+      label: `crossnode PostgreSQL ${p.streams}×${p.events}: cross-node (streams on C, writes on D, LISTEN/NOTIFY), deliveries/s`,
+      unit: '/s',
+      key: 'pgcrossDeliveriesPerSec',
+      digits: 0,
+      note: 'beside the Redis row above (cross-node), same streams, same writes, turns alternating',
+    },
+    {
+      label: 'crossnode PostgreSQL: cross-node, publish→receive p50 / p99, writes back to back',
+      unit: 'ms',
+      value: pair('pgcrossP50Ms', 'pgcrossP99Ms'),
+    },
+    {
+      label: "crossnode PostgreSQL: cross-node, publish→receive p50 / p99, writes at the single node's rate",
+      unit: 'ms',
+      value: pair('pgcrossAtSingleRateP50Ms', 'pgcrossAtSingleRateP99Ms'),
+    },
+    {
+      label: 'crossnode PostgreSQL: cross-node, publish→receive p50 / p99, one write at a time',
+      unit: 'ms',
+      value: pair('pgcrossPacedP50Ms', 'pgcrossPacedP99Ms'),
+    },
+    {
+      label: 'crossnode PostgreSQL: same node (streams and writes on C), deliveries/s; p50 one at a time',
+      unit: '',
+      value: (f) => `${num(f['pglocalDeliveriesPerSec']).toFixed(0)}/s; ${num(f['pglocalPacedP50Ms']).toFixed(2)} ms`,
+    },
+    {
+      label:
+        'crossnode PostgreSQL: server CPU per write, node C (bus receive + fan-out) / node D (write route + NOTIFY)',
+      unit: 'µs',
+      value: pair('pgcrossCpuUsPerEvent', 'pgcrossCpuUsPerEventB', 0),
+    },
+    {
+      label: 'crossnode PostgreSQL: the PostgreSQL server’s CPU per 1,000 writes (its processes, /proc), cross-node',
+      unit: 'ms',
+      key: 'pgcrossServerCpuMsPer1k',
+      digits: 1,
+    },
+    {
+      label: 'crossnode PostgreSQL: bus messages published by D / received by C / dropped (C + D)',
+      unit: '',
+      value: (f) => ['pgBusPublishedD', 'pgBusReceivedC', 'pgBusDropped'].map((k) => String(f[k])).join(' / '),
+    },
+  ];
+}
 
 /** What writes one at a time gave one mode: every frame's latency, and per write the first stream's. */
 interface OneAtATime {

@@ -15,14 +15,18 @@
  * What is read: each node's bus counters (`GET /control/usage`), Redis's `INFO` before and after the
  * rounds (CPU and output bytes, so the bench's Redis serves nothing else), and the streams' frames,
  * stamped on arrival in the load generator.
+ *
+ * The `pg:` routings run the same fleet on a `PostgresBus` per node (LISTEN/NOTIFY) on the bench's own
+ * PostgreSQL: its server CPU is its processes' (/proc).
  */
 import { Redis } from 'ioredis';
 import { now } from '../../tools/shared/clock.ts';
 import { percentile, prng } from '../../tools/shared/stats.ts';
 import { closeAll, cpuBetween, openMany, publish, sleep, type StreamReader, usage, waitFor } from '../lib/client.ts';
 import type { Usage } from '../lib/control.ts';
+import { postgresCpuMs } from '../lib/postgres.ts';
 import { noteUri } from '../lib/wire.ts';
-import type { Figures, RowSpec, Scenario, ScenarioResult } from '../scenario.ts';
+import type { BenchPostgres, Figures, RowSpec, Scenario, ScenarioResult } from '../scenario.ts';
 import { num } from './rows.ts';
 
 type Params = {
@@ -38,12 +42,14 @@ type Params = {
 };
 
 const NODES = 8;
-const ROUTINGS = ['interest', 'buckets:1024', 'broadcast'];
+const ROUTINGS = ['interest', 'buckets:1024', 'broadcast', 'pg:interest', 'pg:broadcast'];
+/** CI size: PostgreSQL's interest routing only, beside Redis's three. */
+const QUICK_ROUTINGS = ['interest', 'buckets:1024', 'broadcast', 'pg:interest'];
 
 export const fleet: Scenario<Params> = {
   name: 'fleet',
   title:
-    'fleet: 8 nodes in 2 processes on one Redis, each following an eighth of 8,000 URIs and the tools list; 90% updates of random URIs, 10% list changes, published from every node; per routing mode',
+    'fleet: 8 nodes in 2 processes on one Redis (or one PostgreSQL: the pg: modes), each following an eighth of 8,000 URIs and the tools list; 90% updates of random URIs, 10% list changes, published from every node; per routing mode',
   full: {
     nodes: NODES,
     uris: 8000,
@@ -63,7 +69,7 @@ export const fleet: Scenario<Params> = {
     rounds: 5,
     perNode: 50,
     listShare: 0.1,
-    routings: ROUTINGS,
+    routings: QUICK_ROUTINGS,
     pair: { events: 100, rounds: 6 },
   },
   targets: ['ours'],
@@ -83,12 +89,70 @@ export const fleet: Scenario<Params> = {
   rows: (p) => p.routings.flatMap((routing) => rows(routing, p)),
   async run(_ports, _targets, p, _nodes, fleetRun) {
     if (fleetRun === undefined) throw new Error('fleet: needs a fleet of nodes (the scenario runs per routing mode)');
-    return { ours: await runFleet(p, fleetRun.ports, fleetRun.processes, fleetRun.redisPort) };
+    return { ours: await runFleet(p, fleetRun.ports, fleetRun.processes, fleetRun.redisPort, fleetRun.postgres) };
   },
 };
 
 /** The rows of one routing mode. */
 function rows(routing: string, p: Params): RowSpec[] {
+  return routing.startsWith('pg:') ? postgresRows(routing, p) : redisRows(routing, p);
+}
+
+/** The rows of a `pg:` routing: the same fleet on PostgreSQL. */
+function postgresRows(routing: string, p: Params): RowSpec[] {
+  const f = (key: string) => (figures: Figures) => figures[`${routing} ${key}`];
+  const total = p.rounds * p.nodes * p.perNode;
+  return [
+    {
+      label: `fleet ${routing}: messages received per node ÷ events published by the other nodes (mean)`,
+      unit: '',
+      value: f('receivedRatio'),
+      digits: 3,
+      ...(routing === 'pg:broadcast' ? { note: 'broadcast: every node hears every event (1.0 by design)' } : {}),
+    },
+    { label: `fleet ${routing}: the same, the busiest node`, unit: '', value: f('receivedRatioMax'), digits: 3 },
+    {
+      label: `fleet ${routing}: PostgreSQL CPU per 1,000 events (its processes, /proc: backends, walwriter, …)`,
+      unit: 'ms',
+      value: f('serverCpuMsPer1k'),
+    },
+    {
+      label: `fleet ${routing}: node CPU per 1,000 events, the 8 nodes together (publish, receive, fan-out)`,
+      unit: 'ms',
+      value: f('nodeCpuMsPer1k'),
+      digits: 1,
+    },
+    {
+      label: `fleet ${routing}: deliveries/s (stream × event, ${total} events)`,
+      unit: '/s',
+      value: f('deliveriesPerSec'),
+      digits: 0,
+    },
+    { label: `fleet ${routing}: publish→receive p50, updates`, unit: 'ms', value: f('p50Ms') },
+    { label: `fleet ${routing}: publish→receive p99, updates`, unit: 'ms', value: f('p99Ms') },
+    {
+      label: `fleet ${routing}: ${p.pair.events} updates back to back, p50 on node 0 itself / through PostgreSQL from the other process`,
+      unit: '',
+      value: (figures) =>
+        `${num(figures[`${routing} oneNodeP50Ms`]).toFixed(2)} / ${num(figures[`${routing} twoNodeP50Ms`]).toFixed(2)} ms`,
+    },
+    {
+      label: `fleet ${routing}: back to back p99, one node / two nodes`,
+      unit: '',
+      value: (figures) =>
+        `${num(figures[`${routing} oneNodeP99Ms`]).toFixed(2)} / ${num(figures[`${routing} twoNodeP99Ms`]).toFixed(2)} ms`,
+    },
+    {
+      label: `fleet ${routing}: every frame arrived / bus messages dropped`,
+      unit: '',
+      value: (figures) =>
+        `${figures[`${routing} complete`] === true ? 'yes' : 'no'} / ${String(figures[`${routing} dropped`])}`,
+    },
+  ];
+}
+
+/** The rows of a Redis routing. */
+function redisRows(routing: string, p: Params): RowSpec[] {
   const f = (key: string) => (figures: Figures) => figures[`${routing} ${key}`];
   const total = p.rounds * p.nodes * p.perNode;
   return [
@@ -208,6 +272,7 @@ async function runFleet(
   ports: readonly number[],
   processes: readonly (readonly number[])[],
   redisPort: number,
+  postgres: BenchPostgres | undefined,
 ): Promise<Figures> {
   const n = ports.length;
   const perNode = p.uris / n;
@@ -315,6 +380,7 @@ async function runFleet(
     const u0 = await Promise.all(ports.map((port) => usage(port)));
     const cpu0 = await Promise.all(firstOfProcess.map((port) => usage(port)));
     const info0 = await redisInfo(redis);
+    const pg0 = postgres === undefined ? Number.NaN : postgresCpuMs(postgres.pid);
     const latencies: number[] = [];
     const eventsBy = ports.map(() => 0);
     let frames = 0;
@@ -329,6 +395,7 @@ async function runFleet(
       result.eventsBy.forEach((count, i) => (eventsBy[i] = (eventsBy[i] as number) + count));
     }
     const info1 = await redisInfo(redis);
+    const pg1 = postgres === undefined ? Number.NaN : postgresCpuMs(postgres.pid);
     const cpu1 = await Promise.all(firstOfProcess.map((port) => usage(port)));
     const u1 = await Promise.all(ports.map((port) => usage(port)));
     const events = eventsBy.reduce((a, b) => a + b, 0);
@@ -379,6 +446,7 @@ async function runFleet(
       receivedRatio: ratios.reduce((a, b) => a + b, 0) / n,
       receivedRatioMax: Math.max(...ratios),
       redisCpuMsPer1k: ((info1.cpuMs - info0.cpuMs) / events) * 1000,
+      serverCpuMsPer1k: ((pg1 - pg0) / events) * 1000,
       redisOutKbPer1k: ((info1.outBytes - info0.outBytes) / events) * (1000 / 1024),
       redisChannels: info1.channels,
       redisCommands: commands

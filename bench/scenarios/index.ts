@@ -3,6 +3,7 @@ import { crossnode } from './crossnode.ts';
 import { disconnect } from './disconnect.ts';
 import { fanout } from './fanout.ts';
 import { fleet } from './fleet.ts';
+import { notify } from './notify.ts';
 import { idle } from './idle.ts';
 import { open } from './open.ts';
 import { passthrough } from './passthrough.ts';
@@ -24,4 +25,5 @@ export const SCENARIOS: readonly Scenario[] = [
   disconnect,
   crossnode,
   fleet,
+  notify,
 ];

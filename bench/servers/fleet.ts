@@ -8,20 +8,25 @@
  *
  * The environment says where and how: `BENCH_REDIS_URL`, `BENCH_REDIS_PREFIX` (the channel prefix, one
  * per fleet), and `BENCH_ROUTING` (`interest`, `broadcast` or `buckets:N`, the bus's `routing` option).
+ * With `BENCH_DATABASE_URL` instead of `BENCH_REDIS_URL`, each node's bus is a `PostgresBus` (a pool
+ * of its own and one listening connection) on that database, with `BENCH_ROUTING` `pg:interest` or
+ * `pg:broadcast`.
  * Once every node's bus is connected it prints one line, `{"ports":[...]}`, in the order of the ids.
  */
 import { createServer, type Server } from 'node:http';
 import express from 'express';
 import { defineCapabilities, SubscriptionHub } from 'mcp-subscriptions';
 import { mcpSubscriptions } from 'mcp-subscriptions/express';
+import { PostgresBus, type PostgresBusRouting } from 'mcp-subscriptions/postgres';
 import { RedisBus, type RedisBusOptions } from 'mcp-subscriptions/redis';
 import { serveControl, type ControlTarget } from '../lib/control.ts';
 import { PRINCIPAL } from '../lib/wire.ts';
 
 const ids = (process.argv[2] ?? '').split(',').filter((id) => id !== '');
 const redisUrl = process.env['BENCH_REDIS_URL'];
-if (ids.length === 0 || redisUrl === undefined) {
-  console.error('usage: BENCH_REDIS_URL=redis://... fleet.ts <id>[,<id>...]');
+const databaseUrl = process.env['BENCH_DATABASE_URL'];
+if (ids.length === 0 || (redisUrl === undefined) === (databaseUrl === undefined)) {
+  console.error('usage: BENCH_REDIS_URL=redis://... or BENCH_DATABASE_URL=postgres://... fleet.ts <id>[,<id>...]');
   process.exit(2);
 }
 const prefix = process.env['BENCH_REDIS_PREFIX'] ?? `mcp-subscriptions-bench-fleet-${process.pid}`;
@@ -40,11 +45,30 @@ const MAX_SUBSCRIPTIONS = 100_000;
 const BUS_CONNECT_MS = 10_000;
 
 interface FleetNode {
-  readonly bus: RedisBus;
+  readonly bus: RedisBus | PostgresBus;
   readonly server: Server;
 }
 
 function startNode(id: string): FleetNode {
+  const logger = {
+    warn: (message: string, details?: unknown) => console.error(`[bus ${id}] ${message}`, details ?? ''),
+    error: (message: string, details?: unknown) => console.error(`[bus ${id}] ${message}`, details ?? ''),
+  };
+  const bus =
+    databaseUrl !== undefined
+      ? new PostgresBus({
+          url: databaseUrl,
+          channelPrefix: prefix,
+          nodeId: id,
+          routing: (routingName.replace(/^pg:/, '') || 'interest') as PostgresBusRouting,
+          logger,
+        })
+      : redisBus(id, logger);
+  return serveNode(bus);
+}
+
+/** A `RedisBus` of its own for node `id`, routed as `BENCH_ROUTING` says. */
+function redisBus(id: string, logger: { warn(message: string, details?: unknown): void }): RedisBus {
   const options = {
     url: redisUrl as string,
     client: 'ioredis',
@@ -52,12 +76,13 @@ function startNode(id: string): FleetNode {
     nodeId: id,
     ...(routingName === '' ? {} : { routing: routingOption(routingName) }),
     // stdout carries the ports line the orchestrator parses: every log goes to stderr.
-    logger: {
-      warn: (message: string, details?: unknown) => console.error(`[bus ${id}] ${message}`, details ?? ''),
-      error: (message: string, details?: unknown) => console.error(`[bus ${id}] ${message}`, details ?? ''),
-    },
+    logger,
   } as RedisBusOptions;
-  const bus = new RedisBus(options);
+  return new RedisBus(options);
+}
+
+/** The node's hub on `bus`, its listen route and its control routes, on a server not listening yet. */
+function serveNode(bus: RedisBus | PostgresBus): FleetNode {
   const hub = new SubscriptionHub({ maxSubscriptions: MAX_SUBSCRIPTIONS, maxSubscriptionsPerPrincipal: false, bus });
   const app = express();
   app.disable('x-powered-by');
@@ -106,7 +131,7 @@ const waitForBuses = (): void => {
       ),
     ).then((ports) => process.stdout.write(`${JSON.stringify({ ports, ids, pid: process.pid })}\n`));
   } else if (Date.now() > deadline) {
-    console.error(`fleet.ts: the RedisBuses did not connect to ${redisUrl} within ${BUS_CONNECT_MS} ms`);
+    console.error(`fleet.ts: the buses did not connect to ${databaseUrl ?? redisUrl} within ${BUS_CONNECT_MS} ms`);
     process.exit(1);
   } else {
     setTimeout(waitForBuses, 20);

@@ -22,12 +22,15 @@
  * a `RedisBus` that owns its connections (ioredis), on the channel prefix `BENCH_REDIS_PREFIX` (unique
  * per run, so runs sharing one Redis never hear each other) as node `BENCH_NODE_ID`; it prints its port
  * only once the bus is connected and subscribed, so the load generator never publishes into a gap.
+ * With `BENCH_DATABASE_URL` set instead, the bus is a `PostgresBus` on that database (a pool of its own,
+ * LISTEN/NOTIFY), on the same prefix and node id.
  */
 import { createServer, type Server } from 'node:http';
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import { createMcpHandler, type AuthInfo } from '@modelcontextprotocol/server';
 import type { ErrorRequestHandler, Request, RequestHandler } from 'express';
 import { SubscriptionHub, type ListenHandlerOptions } from 'mcp-subscriptions';
+import { PostgresBus } from 'mcp-subscriptions/postgres';
 import { RedisBus } from 'mcp-subscriptions/redis';
 // A type only: the Fastify host loads Fastify itself, when it is the one started.
 import type { AuthedRequest as AuthedFastifyRequest } from '../lib/fastify.ts';
@@ -56,24 +59,30 @@ const BUS_CONNECT_MS = 10_000;
 
 const readCheck: ReadCheck = (uri, { principal }) => canRead(principal, uri);
 const redisUrl = process.env['BENCH_REDIS_URL'];
-if (redisUrl !== undefined && mode !== 'ours') {
-  console.error('host.ts: BENCH_REDIS_URL applies to the ours build only (the SDK has no distributed bus)');
+const databaseUrl = process.env['BENCH_DATABASE_URL'];
+if ((redisUrl !== undefined || databaseUrl !== undefined) && mode !== 'ours') {
+  console.error(
+    'host.ts: BENCH_REDIS_URL and BENCH_DATABASE_URL apply to the ours build only (the SDK has no distributed bus)',
+  );
   process.exit(2);
 }
+const busOptions = {
+  channelPrefix: process.env['BENCH_REDIS_PREFIX'] ?? `mcp-subscriptions-bench-${process.pid}`,
+  nodeId: process.env['BENCH_NODE_ID'] ?? String(process.pid),
+  // stdout carries the port line the orchestrator parses: every log goes to stderr.
+  logger: {
+    warn: (message: string, details?: unknown) =>
+      console.error(`[bus ${process.env['BENCH_NODE_ID']}] ${message}`, details ?? ''),
+    error: (message: string, details?: unknown) =>
+      console.error(`[bus ${process.env['BENCH_NODE_ID']}] ${message}`, details ?? ''),
+  },
+};
 const bus =
-  redisUrl === undefined
-    ? undefined
-    : new RedisBus({
-        url: redisUrl,
-        client: 'ioredis',
-        channelPrefix: process.env['BENCH_REDIS_PREFIX'] ?? `mcp-subscriptions-bench-${process.pid}`,
-        nodeId: process.env['BENCH_NODE_ID'] ?? String(process.pid),
-        // stdout carries the port line the orchestrator parses: every log goes to stderr.
-        logger: {
-          warn: (message, details) => console.error(`[bus ${process.env['BENCH_NODE_ID']}] ${message}`, details ?? ''),
-          error: (message, details) => console.error(`[bus ${process.env['BENCH_NODE_ID']}] ${message}`, details ?? ''),
-        },
-      });
+  databaseUrl !== undefined
+    ? new PostgresBus({ url: databaseUrl, ...busOptions })
+    : redisUrl !== undefined
+      ? new RedisBus({ url: redisUrl, client: 'ioredis', ...busOptions })
+      : undefined;
 // The provider must be the global one before the hub is constructed: the hub takes its meter then.
 const scrape = mode === 'metrics' ? (await import('../lib/metrics.ts')).registerMeterProvider() : undefined;
 // Every bench client is one principal: the per-principal share is turned off, as capacity is not under test.
@@ -229,7 +238,7 @@ if (bus === undefined) {
     if (bus.stats().connected) {
       startServer(server, `${name}-${process.env['BENCH_NODE_ID'] ?? ''}`);
     } else if (Date.now() > deadline) {
-      console.error(`host.ts: the RedisBus did not connect to ${redisUrl} within ${BUS_CONNECT_MS} ms`);
+      console.error(`host.ts: the bus did not connect to ${databaseUrl ?? redisUrl} within ${BUS_CONNECT_MS} ms`);
       process.exit(1);
     } else {
       setTimeout(waitForBus, 20);

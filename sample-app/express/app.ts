@@ -31,7 +31,7 @@ export interface ExpressSample {
   readonly notes: NotesService;
   /** The tasks store behind the REST API and listen's `taskIds`. */
   readonly tasks: TasksService;
-  /** Resolves once the hub's bus is connected (Redis, with `REDIS_URL`): see `SampleBus.ready()`. */
+  /** Resolves once the hub's bus is connected (Redis or PostgreSQL, with `REDIS_URL`, `REDIS_CLUSTER` or `DATABASE_URL`): see `SampleBus.ready()`. */
   readonly ready: () => Promise<void>;
   /**
    * Ends every open listen stream gracefully (its terminal result, `resultType: "complete"`), then

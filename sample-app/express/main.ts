@@ -15,7 +15,7 @@ const config = readConfigOrExit();
 const metrics = await serveMetricsOrExit(config);
 const { app, hub, ready, close } = createApp(config);
 const server = createServer(app);
-// With REDIS_URL or REDIS_CLUSTER, announce "listening" only once this instance receives what the others publish.
+// With REDIS_URL, REDIS_CLUSTER or DATABASE_URL, announce "listening" only once this instance receives what the others publish.
 await ready();
 
 server.once('error', (error: NodeJS.ErrnoException) => {

@@ -15,7 +15,7 @@ const config = readConfigOrExit();
 // builds its hub, whose instruments report through the provider registered at its construction.
 const metrics = await serveMetricsOrExit(config);
 const { app, hub, ready, close } = createApp(config);
-// With REDIS_URL or REDIS_CLUSTER, announce "listening" only once this instance receives what the others publish.
+// With REDIS_URL, REDIS_CLUSTER or DATABASE_URL, announce "listening" only once this instance receives what the others publish.
 await ready();
 
 const server = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, (info: AddressInfo) => {

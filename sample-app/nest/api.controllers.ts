@@ -96,7 +96,7 @@ export class StatsController {
     @Inject(SampleBusProvider) private readonly bus: SampleBusProvider,
   ) {}
 
-  /** The hub's statistics, and under `bus` the Redis bus's counters when one is in use. */
+  /** The hub's statistics, and under `bus` the Redis or PostgreSQL bus's counters when one is in use. */
   @Get('stats')
   stats(): SampleStats {
     return sampleStats(this.hub.stats(), this.bus.sample);

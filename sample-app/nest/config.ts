@@ -30,7 +30,7 @@ export function nestPlatformOf(env: Readonly<Record<string, string | undefined>>
 }
 
 /**
- * The bus the hub is built with (Redis when `REDIS_URL` or `REDIS_CLUSTER` is set). Closed on application shutdown, which
+ * The bus the hub is built with (Redis when `REDIS_URL` or `REDIS_CLUSTER` is set, PostgreSQL when `DATABASE_URL` is). Closed on application shutdown, which
  * Nest runs after every `beforeApplicationShutdown` hook, so after the module has closed the hub.
  */
 @Injectable()

@@ -39,7 +39,7 @@ const app = await createNestApp(platform, AppModule.register(config), {
   logger: new StderrLogger({ logLevels: ['error', 'warn'] }),
   abortOnError: false,
 });
-// With REDIS_URL or REDIS_CLUSTER, announce "listening" only once this instance receives what the others publish.
+// With REDIS_URL, REDIS_CLUSTER or DATABASE_URL, announce "listening" only once this instance receives what the others publish.
 await app.get(SampleBusProvider).sample.ready();
 try {
   await app.listen(config.port, config.host);

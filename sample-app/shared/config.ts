@@ -44,6 +44,12 @@ export interface SampleConfig {
    */
   readonly redisCluster: readonly string[] | undefined;
   /**
+   * When set (`postgres://` or `postgresql://`), the hub is bridged over PostgreSQL's LISTEN/NOTIFY
+   * (`PostgresBus`), so that every instance sharing that database delivers every event and every
+   * cancellation. Exclusive with {@link redisUrl} and {@link redisCluster}. @default unset
+   */
+  readonly databaseUrl: string | undefined;
+  /**
    * Register the MCP conformance suite's fixture tools and serve `/mcp` requests that carry no
    * `Authorization` header as the principal `conformance`. @default false
    */
@@ -80,6 +86,7 @@ export const DEFAULT_CONFIG: SampleConfig = Object.freeze({
   maxBuffer: undefined,
   redisUrl: undefined,
   redisCluster: undefined,
+  databaseUrl: undefined,
   conformance: false,
   metricsPort: undefined,
   maxStreamDurationMs: undefined,
@@ -155,6 +162,29 @@ function redisUrl(env: Env): string | undefined {
   return raw;
 }
 
+/**
+ * A PostgreSQL URL the bus can connect to (`postgres://` or `postgresql://`, as `pg` and libpq take
+ * them); its credentials are never echoed in an error. A URL without a host is refused as well: `pg`
+ * would fall back to a Unix socket, which no instance on another machine shares.
+ */
+function databaseUrl(env: Env): string | undefined {
+  const raw = read(env, 'DATABASE_URL');
+  if (raw === undefined) return undefined;
+  let url: URL | undefined;
+  try {
+    url = new URL(raw);
+  } catch {
+    url = undefined;
+  }
+  if (url === undefined || (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') || url.hostname === '') {
+    throw new ConfigError(
+      'DATABASE_URL',
+      'expected a URL like postgres://127.0.0.1:5432/test (postgres: or postgresql:, with a host)',
+    );
+  }
+  return raw;
+}
+
 /** One seed node of `REDIS_CLUSTER`: `host:port`, or a Redis URL with a host (credentials never echoed). */
 function clusterSeed(seed: string): boolean {
   if (/^rediss?:\/\//i.test(seed)) {
@@ -207,6 +237,14 @@ export function loadConfig(env: Env = process.env): SampleConfig {
       'cannot be set together with REDIS_CLUSTER: set REDIS_URL for one Redis server, or REDIS_CLUSTER for a Redis Cluster',
     );
   }
+  const database = databaseUrl(env);
+  if (database !== undefined && (url !== undefined || cluster !== undefined)) {
+    const redis = url !== undefined ? 'REDIS_URL' : 'REDIS_CLUSTER';
+    throw new ConfigError(
+      'DATABASE_URL',
+      `cannot be set together with ${redis}: the hub has one bus; set DATABASE_URL for PostgreSQL, or ${redis} for Redis`,
+    );
+  }
   if (conformance !== undefined && conformance !== '1' && conformance !== '0') {
     throw new ConfigError('MCP_CONFORMANCE', `expected 1 (on) or 0 (off), got ${shown(conformance)}`);
   }
@@ -222,6 +260,7 @@ export function loadConfig(env: Env = process.env): SampleConfig {
     maxBuffer: read(env, 'MAX_BUFFER'),
     redisUrl: url,
     redisCluster: cluster === undefined ? undefined : Object.freeze(cluster),
+    databaseUrl: database,
     conformance: conformance === '1',
     metricsPort,
     maxStreamDurationMs: integer(env, 'MAX_STREAM_DURATION_MS', undefined, 1, 2_147_483_647),

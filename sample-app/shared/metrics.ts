@@ -1,7 +1,7 @@
 /**
  * `METRICS_PORT`: the library's OpenTelemetry instruments, served to a Prometheus scraper the way an app
  * exposes its metrics. Framework-free: every sample's `main.ts` calls {@link serveMetricsOrExit} once,
- * before it builds its app, since the hub (and its Redis bus) report through the global `MeterProvider`
+ * before it builds its app, since the hub (and its Redis or PostgreSQL bus) report through the global `MeterProvider`
  * that is registered when they are constructed, not through one registered later.
  *
  * The OpenTelemetry SDK is loaded only when `METRICS_PORT` is set: without it nothing is imported,

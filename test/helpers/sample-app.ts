@@ -7,8 +7,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 import { bearer } from './bearer.ts';
 import { freePort } from './free-port.ts';
+import { PG_URL } from './postgres.ts';
 import { SseParser, type SseEvent } from './sse.ts';
 
 /** The repository root: the samples are started from there, as `npm start` does. */
@@ -170,6 +172,7 @@ const CONTRACT_VARIABLES = [
   'MAX_BUFFER',
   'REDIS_URL',
   'REDIS_CLUSTER',
+  'DATABASE_URL',
   'MCP_CONFORMANCE',
   'METRICS_PORT',
   'MAX_STREAM_DURATION_MS',
@@ -526,6 +529,32 @@ export async function withOwnRedis<T>(test: (redis: RedisServer) => Promise<T>):
   } finally {
     await redis.stop();
   }
+}
+
+/** One statement on the shared PostgreSQL (test/helpers/postgres.ts), on a connection of its own. */
+async function sharedPostgres(sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 5000 });
+  client.on('error', () => {});
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+/**
+ * Creates database `name` on the shared PostgreSQL and returns its URL: the `DATABASE_URL` of samples
+ * that must hear no other suite's notifications (LISTEN/NOTIFY channels are per database).
+ */
+export async function createDatabase(name: string): Promise<string> {
+  await sharedPostgres(`CREATE DATABASE "${name}"`);
+  return PG_URL.replace(/\/test$/, `/${name}`);
+}
+
+/** Drops database `name` of the shared PostgreSQL, ending whatever session is still on it. */
+export async function dropDatabase(name: string): Promise<void> {
+  await sharedPostgres(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
 }
 
 /** POSTs `notifications/cancelled` for listen `id` as the holder of `token` (spec §4); the raw answer. */

@@ -1,6 +1,7 @@
 /**
- * Two instances of a sample app joined over one Redis (`REDIS_URL`), and the warm-up that makes them
- * safe to test: for the contract suite's REDIS_URL rows and the Redis fault suite.
+ * Two instances of a sample app joined over one Redis (`REDIS_URL`) or one PostgreSQL database
+ * (`DATABASE_URL`), and the warm-up that makes them safe to test: for the contract suite's REDIS_URL
+ * rows, the Redis fault suite and the samples' PostgreSQL suite.
  */
 import { expect } from '@jest/globals';
 import type { ListenSubscription } from 'mcp-subscriptions/client';
@@ -9,9 +10,18 @@ import { isUpdateOf, type Subscribe } from './sentinel.ts';
 import { uid } from './uid.ts';
 
 /**
- * Two instances of `kind` sharing the Redis at `url`, each with its own of `envs` added to its
- * environment (a METRICS_PORT of its own, say). When either fails to start, the other is stopped
- * with `signal` (SIGTERM by default; a fault suite that kills anyway says SIGKILL) and the failure thrown.
+ * The variable that puts a sample on the bus at `url`: `DATABASE_URL` for a `postgres:` or
+ * `postgresql:` URL, `REDIS_URL` for any other.
+ */
+export function busEnv(url: string): Record<string, string> {
+  return /^postgres(ql)?:/i.test(url) ? { DATABASE_URL: url } : { REDIS_URL: url };
+}
+
+/**
+ * Two instances of `kind` sharing the Redis or the PostgreSQL database at `url` ({@link busEnv}), each
+ * with its own of `envs` added to its environment (a METRICS_PORT of its own, say). When either fails
+ * to start, the other is stopped with `signal` (SIGTERM by default; a fault suite that kills anyway says
+ * SIGKILL) and the failure thrown.
  */
 export async function twoInstances(
   kind: SampleKind,
@@ -19,7 +29,7 @@ export async function twoInstances(
   signal: NodeJS.Signals = 'SIGTERM',
   envs: readonly [Record<string, string>, Record<string, string>] = [{}, {}],
 ): Promise<[SampleApp, SampleApp]> {
-  const started = await Promise.allSettled(envs.map((env) => startSample(kind, { ...env, REDIS_URL: url })));
+  const started = await Promise.allSettled(envs.map((env) => startSample(kind, { ...env, ...busEnv(url) })));
   const failed = started.find((result) => result.status === 'rejected');
   if (failed !== undefined) {
     for (const result of started) if (result.status === 'fulfilled') await result.value.stop(signal);
@@ -31,8 +41,8 @@ export async function twoInstances(
 /**
  * Waits until both instances deliver each other's events, and until nothing published before this call
  * is still on its way: probes on both instances follow a note of their own, which is then created on
- * `a` and on `b` (one event per instance). Redis keeps one publisher's messages in order, so once each
- * probe has both creations, everything `a` and `b` published earlier (a sentinel's own creation
+ * `a` and on `b` (one event per instance). Redis keeps one publisher's messages in order, and PostgreSQL
+ * delivers notifications in commit order, so once each probe has both creations, everything `a` and `b` published earlier (a sentinel's own creation
  * included) has been delivered, and cannot arrive late on a stream opened afterwards. (Counting the
  * sentinel's events instead would not do: its creation on the other instance may still be in flight
  * and be counted in place of a later firing, which then lands on the stream under test.) A home-grown

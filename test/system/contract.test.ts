@@ -957,7 +957,7 @@ for (const kind of SAMPLES) {
         for (const { stream } of [first, second, third]) stream.close();
       });
 
-      it('GET /api/subscriptions/stats has no `bus` with the in-memory hub (REDIS_URL and REDIS_CLUSTER unset)', async () => {
+      it('GET /api/subscriptions/stats has no `bus` with the in-memory hub (REDIS_URL, REDIS_CLUSTER and DATABASE_URL unset)', async () => {
         const stats = await app.api(alice, 'GET', '/api/subscriptions/stats');
         expect(stats.status).toBe(200);
         expect(typeof stats.body?.openStreams).toBe('number');
@@ -1599,6 +1599,33 @@ for (const kind of SAMPLES) {
         ...['127.0.0.1', '127.0.0.1:7000,', 'http://127.0.0.1:7000', '127.0.0.1:99999'].map(malformed),
       ]);
     }, 60_000); // five samples starting at once (startSample allows each 30 s)
+
+    it('refuses to start with DATABASE_URL beside REDIS_URL or REDIS_CLUSTER, naming both; and on a malformed DATABASE_URL, naming it and never its credentials', async () => {
+      // A test of its own, after the one above: three starts at once, not eight, so that a loaded
+      // machine does not make a start that refuses look like one that hangs.
+      const refused = async (env: Record<string, string>, ...names: string[]): Promise<string> => {
+        const started = startSample(kind, env, { startTimeoutMs: 60_000 });
+        const message = await started.then(
+          () => '',
+          (error: Error) => error.message,
+        );
+        expect(message).toMatch(/exited with code [1-9]/);
+        for (const name of names) expect(message).toContain(name);
+        return message;
+      };
+      const database = 'postgres://127.0.0.1:5432/test';
+      const secret = 's3cret-password';
+      await Promise.all([
+        refused({ DATABASE_URL: database, REDIS_URL: 'redis://127.0.0.1:6379' }, 'DATABASE_URL', 'REDIS_URL'),
+        refused({ DATABASE_URL: database, REDIS_CLUSTER: '127.0.0.1:7000' }, 'DATABASE_URL', 'REDIS_CLUSTER'),
+        // No host (pg would fall back to a Unix socket that no other instance shares): the message names
+        // the variable, and the password in the value is never printed.
+        (async () => {
+          const message = await refused({ DATABASE_URL: `postgres://app:${secret}@/test` }, 'DATABASE_URL');
+          expect(message).not.toContain(secret);
+        })(),
+      ]);
+    }, 90_000); // three samples starting at once (each allowed 60 s here)
 
     it("MAX_BUFFER is passed through as the library defines it: the library removed `maxBuffer`, so a set one stops the app at start with the library's message", async () => {
       // Spawned here rather than by startSample, to read the whole stderr: 'close' waits for the pipes.

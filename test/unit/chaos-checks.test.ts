@@ -10,13 +10,14 @@ import {
   checkDelivery,
   checkDuplicates,
   checkIsolation,
+  checkListening,
   checkSubscriptions,
   type ChangeRecord,
   type FaultRecord,
   type HubCounters,
   type StreamRecord,
 } from '../../tools/chaos/checks.ts';
-import { describeStep, schedule } from '../../tools/chaos/schedule.ts';
+import { describeStep, schedule, type Engine } from '../../tools/chaos/schedule.ts';
 
 function stream(overrides: Partial<StreamRecord> = {}): StreamRecord {
   return {
@@ -200,16 +201,53 @@ describe("invariant 4: the hub's counters add up", () => {
   });
 });
 
+describe('invariant 3 on PostgreSQL: the channels each node hears a probe NOTIFY on', () => {
+  const names = new Map([
+    ['p:u:a1', 'note://alice/a1'],
+    ['p:resync', 'p:resync'],
+  ]);
+  const expected = [new Set(['p:resync', 'p:u:a1']), new Set(['p:resync'])];
+
+  test('holds when exactly the nodes that follow a channel hear it, and each bus confirms as many LISTENs', () => {
+    const heardBy = new Map([
+      ['p:u:a1', [0]],
+      ['p:resync', [0, 1]],
+    ]);
+    expect(checkListening(expected, { heardBy, confirmed: [2, 1] }, names)).toEqual([]);
+    expect(checkListening(expected, { heardBy, confirmed: [undefined, undefined] }, names)).toEqual([]);
+  });
+
+  test('a channel heard by a node none of whose streams follows it is a leak; one followed and not heard, a hole', () => {
+    const leak = checkListening(expected, { heardBy: new Map([['p:u:a1', [0, 1]]]) }, names);
+    expect(leak).toMatchObject([
+      { invariant: 3, id: '3:p:u:a1:n1:leak', evidence: { kind: 'leak', node: 'n1', key: 'note://alice/a1' } },
+    ]);
+    const hole = checkListening(expected, { heardBy: new Map([['p:u:a1', []]]) }, names);
+    expect(hole).toMatchObject([{ invariant: 3, evidence: { kind: 'hole', node: 'n0', followedOn: ['n0'] } }]);
+  });
+
+  test("a bus confirming more or fewer LISTENs than its node's streams follow fails, naming the node", () => {
+    const heardBy = new Map([['p:u:a1', [0]]]);
+    expect(checkListening(expected, { heardBy, confirmed: [3, 1] }, names)).toMatchObject([
+      { invariant: 3, id: '3:n0:confirmed:leak', evidence: { node: 'n0', confirmed: 3 } },
+    ]);
+    expect(checkListening(expected, { heardBy, confirmed: [2, 0] }, names)).toMatchObject([
+      { invariant: 3, id: '3:n1:confirmed:hole' },
+    ]);
+  });
+});
+
 describe('the schedule', () => {
   test('a seed draws the same schedule every time, another seed another one', () => {
-    const draw = (seed: number, cluster = false) => schedule({ seed, steps: 200, cluster }).map(describeStep);
+    const draw = (seed: number, engine: Engine = 'redis') => schedule({ seed, steps: 200, engine }).map(describeStep);
     expect(draw(7)).toEqual(draw(7));
-    expect(draw(7, true)).toEqual(draw(7, true));
+    expect(draw(7, 'cluster')).toEqual(draw(7, 'cluster'));
+    expect(draw(7, 'postgres')).toEqual(draw(7, 'postgres'));
     expect(draw(8)).not.toEqual(draw(7));
   });
 
   test('every round injects one fault, heals it, then checks; closes and cancels name earlier listens', () => {
-    const steps = schedule({ seed: 3, steps: 300, cluster: false });
+    const steps = schedule({ seed: 3, steps: 300, engine: 'redis' });
     const types = steps.map((step) => step.op.type);
     expect(types.filter((type) => type === 'fault')).toHaveLength(types.filter((type) => type === 'quiesce').length);
     expect(types.filter((type) => type === 'heal')).toHaveLength(types.filter((type) => type === 'quiesce').length);
@@ -222,9 +260,27 @@ describe('the schedule', () => {
     }
     const faults = new Set(steps.flatMap((step) => (step.op.type === 'fault' ? [step.op.fault.kind] : [])));
     expect([...faults].sort()).toEqual(['client-kill', 'client-pause', 'redis-kill']);
-    const clusterFaults = schedule({ seed: 3, steps: 300, cluster: true }).flatMap((step) =>
+    const clusterFaults = schedule({ seed: 3, steps: 300, engine: 'cluster' }).flatMap((step) =>
       step.op.type === 'fault' ? [step.op.fault.kind] : [],
     );
     expect([...new Set(clusterFaults)].sort()).toEqual(['master-kill', 'slot-move']);
+    const postgresFaults = schedule({ seed: 3, steps: 300, engine: 'postgres' }).flatMap((step) =>
+      step.op.type === 'fault' ? [step.op.fault.kind] : [],
+    );
+    expect([...new Set(postgresFaults)].sort()).toEqual(['pg-exhaust', 'pg-kill', 'pg-terminate']);
+  });
+
+  test("PostgreSQL's faults leave the operations of a seed as Redis draws them until the first fault", () => {
+    // The engines share the client operations' draws: only the fault (and the heal's delay) differ.
+    const first = (engine: Engine) => {
+      const steps = schedule({ seed: 5, steps: 100, engine });
+      return steps
+        .slice(
+          0,
+          steps.findIndex((step) => step.op.type === 'fault'),
+        )
+        .map(describeStep);
+    };
+    expect(first('postgres')).toEqual(first('redis'));
   });
 });

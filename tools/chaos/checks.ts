@@ -72,7 +72,7 @@ export type Invariant = 1 | 2 | 3 | 4 | 5;
 export const INVARIANT_NAMES: Readonly<Record<Invariant, string>> = {
   1: 'no change goes unnoticed',
   2: 'no foreign or unreadable key',
-  3: "Redis's subscriptions equal the followed keys",
+  3: "the server's subscriptions equal the followed keys",
   4: "the hub's counters add up",
   5: 'duplicates only from a resync',
 };
@@ -318,6 +318,67 @@ export function checkSubscriptions(
         node: `n${node}`,
         held: observed,
         ...(view.perNodeByServer === undefined ? {} : { heldByServer: view.perNodeByServer[node] }),
+        followed: [...channels].map((channel) => names.get(channel) ?? channel).sort(),
+      },
+    });
+  });
+  return out;
+}
+
+/** What PostgreSQL showed of each node's LISTENs (backends.ts, `postgresBackend`). */
+export interface ListeningView {
+  /** Per channel probed: the nodes (by index) that heard a NOTIFY on it. */
+  readonly heardBy: ReadonlyMap<string, readonly number[]>;
+  /** Per node: the LISTENs its bus counts as confirmed by the server, where its stats report them. */
+  readonly confirmed?: readonly (number | undefined)[];
+}
+
+/**
+ * Invariant 3 on PostgreSQL: each node hears a NOTIFY on exactly the channels its open streams follow
+ * (plus the fixed ones): for each channel probed, the nodes that heard it are the nodes expected to hold
+ * it. A leak (heard, followed by none of the node's streams) or a hole (followed, not heard) is named by
+ * channel, node and kind. Where a node's bus reports its confirmed LISTENs, their number must be the
+ * number of channels expected of it.
+ */
+export function checkListening(
+  expected: readonly ReadonlySet<string>[],
+  view: ListeningView,
+  names: ReadonlyMap<string, string>,
+): Violation[] {
+  const out: Violation[] = [];
+  for (const [channel, heard] of view.heardBy) {
+    const key = names.get(channel) ?? channel;
+    expected.forEach((channels, node) => {
+      const follows = channels.has(channel);
+      if (follows === heard.includes(node)) return;
+      const kind = follows ? 'hole' : 'leak';
+      out.push({
+        invariant: 3,
+        id: `3:${channel}:n${node}:${kind}`,
+        message: `${kind}: n${node} ${follows ? 'did not hear' : 'heard'} a NOTIFY on the channel of ${key}, ${follows ? 'which a stream of it follows' : 'which none of its streams follows'}`,
+        evidence: {
+          kind,
+          key,
+          channel,
+          node: `n${node}`,
+          heardBy: heard.map((n) => `n${n}`),
+          followedOn: expected.flatMap((set, n) => (set.has(channel) ? [`n${n}`] : [])),
+        },
+      });
+    });
+  }
+  view.confirmed?.forEach((count, node) => {
+    const channels = expected[node];
+    if (count === undefined || channels === undefined || count === channels.size) return;
+    const kind = count > channels.size ? 'leak' : 'hole';
+    out.push({
+      invariant: 3,
+      id: `3:n${node}:confirmed:${kind}`,
+      message: `${kind}: n${node}'s bus counts ${count} confirmed LISTEN(s), its open streams follow ${channels.size} channel(s)`,
+      evidence: {
+        kind,
+        node: `n${node}`,
+        confirmed: count,
         followed: [...channels].map((channel) => names.get(channel) ?? channel).sort(),
       },
     });

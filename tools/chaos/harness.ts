@@ -1,22 +1,21 @@
 /**
- * One chaos run (issue 29): three sample processes (`sample-app/express`) joined over a Redis of the
- * run's own, driven by this process through the schedule of one seed (schedule.ts): listens, closes,
+ * One chaos run (issue 29, PostgreSQL: issue 30): three sample processes (`sample-app/express`) joined
+ * over a Redis or a PostgreSQL of the run's own, driven by this process through the schedule of one seed (schedule.ts): listens, closes,
  * cancels and publishes over a small key pool, with faults injected and healed. At each quiescence
  * (the fault healed, then a bounded wait for recovery) the five invariants of checks.ts are checked
- * against what the clients received, what Redis holds and what each hub counts.
+ * against what the clients received, what Redis holds or PostgreSQL delivers, and what each hub counts.
  *
  * The schedule is the seed's alone; the timing of a real machine is not, so a replay runs the same
  * operations and faults in the same order, not necessarily with the same interleavings.
  */
 import { performance } from 'node:perf_hooks';
 import { api, postCancel, startSample, TOKENS, type SampleApp } from '../../test/helpers/sample-app.ts';
-import { clusterBackend, singleBackend, type Backend } from './backends.ts';
+import { clusterBackend, postgresBackend, singleBackend, type Backend } from './backends.ts';
 import {
   checkCounters,
   checkDelivery,
   checkDuplicates,
   checkIsolation,
-  checkSubscriptions,
   type ChangeRecord,
   type FaultRecord,
   type HubCounters,
@@ -24,7 +23,7 @@ import {
   type Violation,
 } from './checks.ts';
 import { Listener } from './listener.ts';
-import { cancelChannel, fixedChannels, keyChannel } from './redis.ts';
+import { cancelChannel, keyChannel } from './redis.ts';
 import {
   ALL_KEYS,
   describeStep,
@@ -32,6 +31,7 @@ import {
   NODES,
   PRINCIPALS,
   schedule,
+  type Engine,
   type Fault,
   type Key,
   type Op,
@@ -41,7 +41,7 @@ import {
 export interface ChaosOptions {
   readonly seed: number;
   readonly steps: number;
-  readonly cluster: boolean;
+  readonly engine: Engine;
   /** Every step and fault as it happens. */
   readonly verbose?: boolean;
   readonly log?: (line: string) => void;
@@ -59,7 +59,7 @@ export interface Failure extends Violation {
 export interface ChaosReport {
   readonly seed: number;
   readonly steps: number;
-  readonly cluster: boolean;
+  readonly engine: Engine;
   readonly failures: Failure[];
   readonly counts: {
     listens: number;
@@ -88,7 +88,7 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 const token = (principal: string): string => TOKENS[principal as keyof typeof TOKENS];
 
 interface NodeStats extends HubCounters {
-  bus?: { connected: boolean; reconnects: number; resubscribes: number };
+  bus?: { connected: boolean; reconnects?: number; resubscribes?: number } & Record<string, unknown>;
 }
 
 /** `promise`, or `undefined` once `ms` passed. */
@@ -105,12 +105,21 @@ async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const log = options.log ?? ((line: string) => console.log(line));
   const started = performance.now();
-  const steps = schedule({ seed: options.seed, steps: options.steps, cluster: options.cluster });
-  const backend: Backend = options.cluster ? await clusterBackend() : await singleBackend();
+  const steps = schedule({ seed: options.seed, steps: options.steps, engine: options.engine });
+  const backend: Backend =
+    options.engine === 'postgres'
+      ? await postgresBackend()
+      : options.engine === 'cluster'
+        ? await clusterBackend()
+        : await singleBackend();
   const nodes: SampleApp[] = [];
   try {
-    const env = { ...backend.env(), MAX_SUBSCRIPTIONS_PER_PRINCIPAL: '1000', MAX_SUBSCRIPTIONS: '5000' };
-    nodes.push(...(await Promise.all(Array.from({ length: NODES }, () => startSample('express', env)))));
+    const env = { MAX_SUBSCRIPTIONS_PER_PRINCIPAL: '1000', MAX_SUBSCRIPTIONS: '5000' };
+    nodes.push(
+      ...(await Promise.all(
+        Array.from({ length: NODES }, (_, node) => startSample('express', { ...env, ...backend.env(node) })),
+      )),
+    );
     const run = new Run(options, log, backend, nodes, steps);
     await run.identify();
     await run.play();
@@ -131,7 +140,7 @@ class Run {
   /** Invariant 3's violations at the last check: one still there is not reported again. */
   private lastLeaksAndHoles = new Set<string>();
   private readonly inflight = new Set<Promise<unknown>>();
-  /** Node i's subscriber connection name on Redis, `<prefix>:<nodeId>:sub`. */
+  /** Node i's name on the server: its subscriber connection on Redis (`<prefix>:<nodeId>:sub`), its role on PostgreSQL. */
   private nodeNames: string[] = [];
   private current: { record: FaultRecord; kind: string; before: number } | undefined;
   private roundFault = 'none';
@@ -152,6 +161,10 @@ class Run {
    * connections `<prefix>:<nodeId>:sub`; a sample's node id is random.)
    */
   async identify(): Promise<void> {
+    if (this.backend.nodeNames !== undefined || this.backend.subscribers === undefined) {
+      this.nodeNames = [...(this.backend.nodeNames ?? [])];
+      return;
+    }
     for (let node = 0; node < this.nodes.length; node++) {
       const before = await this.backend.subscribers();
       const record = this.newRecord(-1 - node, node, 'alice', [], [probeUri(node)]);
@@ -337,9 +350,9 @@ class Run {
     return stats.reduce((sum, node) => sum + (node.bus?.reconnects ?? 0) + (node.bus?.resubscribes ?? 0), 0);
   }
 
-  /** What each node must hold on Redis now: the channels its open streams follow, and the fixed ones. */
+  /** What each node must hold on the server now: the channels its open streams follow, and the fixed ones. */
   private expected(): Set<string>[] {
-    const fixed = fixedChannels(this.backend.name === 'redis');
+    const fixed = this.backend.fixedChannels();
     const out = this.nodes.map(() => new Set<string>(fixed));
     for (const listener of this.listeners.values()) {
       if (!listener.isOpen) continue;
@@ -370,12 +383,12 @@ class Run {
     const universe = [
       ...[...ALL_KEYS, ...probes].map((key) => keyChannel(key)),
       ...PRINCIPALS.map((principal) => cancelChannel(principal)),
-      ...fixedChannels(this.backend.name === 'redis'),
+      ...this.backend.fixedChannels(),
     ];
     const names = new Map<string, string>([
       ...[...ALL_KEYS, ...probes].map((key) => [keyChannel(key), key] as const),
       ...PRINCIPALS.map((principal) => [cancelChannel(principal), `${principal}'s cancellations`] as const),
-      ...fixedChannels(this.backend.name === 'redis').map((channel) => [channel, channel] as const),
+      ...this.backend.fixedChannels().map((channel) => [channel, channel] as const),
     ]);
     const deadline = performance.now() + RECOVERY_MS;
     let waiting: Violation[];
@@ -383,15 +396,16 @@ class Run {
       stats = await this.stats();
       const open = this.nodes.map(() => 0);
       for (const listener of this.listeners.values()) if (listener.isOpen) open[listener.record.node]!++;
-      const subscribers = await this.backend.subscribers();
-      const view = {
-        perNode: this.nodeNames.map((name) => subscribers.get(name)?.total ?? 0),
-        perNodeByServer: this.nodeNames.map((name) => subscribers.get(name)?.byServer ?? {}),
-        perChannel: await this.backend.numsub(universe),
-      };
+      const held = await this.backend.checkSubscriptions({
+        expected: this.expected(),
+        universe,
+        names,
+        nodeNames: this.nodeNames,
+        stats: () => this.stats(),
+      });
       waiting = [
         ...checkDelivery(this.streams, this.changes, performance.now()),
-        ...checkSubscriptions(this.expected(), view, names),
+        ...held,
         ...checkCounters(stats, open),
       ];
       if (waiting.length === 0 || performance.now() > deadline) break;
@@ -400,6 +414,9 @@ class Run {
     if (this.current !== undefined) {
       this.current.record.recoveredAt = performance.now();
       this.current.record.gaps = Math.max(0, (await this.gapCount()) - this.current.before);
+      if (this.options.verbose) {
+        this.log(`chaos: ${this.current.kind} recovered: ${this.current.record.gaps} outage(s) counted by the buses`);
+      }
       this.current = undefined;
     }
     const found = [
@@ -426,7 +443,7 @@ class Run {
     return {
       seed: this.options.seed,
       steps: this.options.steps,
-      cluster: this.options.cluster,
+      engine: this.options.engine,
       failures: this.failures,
       counts: {
         listens: this.streams.length,

@@ -63,7 +63,17 @@ export type Fault =
   /** Cluster: `kill -9` of the master serving the slot of `key`'s channel; healed by its replica's promotion, then restarted as a replica. */
   | { readonly kind: 'master-kill'; readonly key: Key }
   /** Cluster: the slot of `key`'s channel moves to another master (`to` picks one of the two others, in port order). */
-  | { readonly kind: 'slot-move'; readonly key: Key; readonly to: number };
+  | { readonly kind: 'slot-move'; readonly key: Key; readonly to: number }
+  /** PostgreSQL: `kill -9` of the postmaster (a crash: every session and LISTEN gone, the NOTIFY queue lost), started again at the heal step. */
+  | { readonly kind: 'pg-kill' }
+  /** PostgreSQL: `pg_terminate_backend()` of one node's listening connection. */
+  | { readonly kind: 'pg-terminate'; readonly node: number }
+  /**
+   * PostgreSQL: one node's publishes can get no connection until the heal step: its role limited to the
+   * connections it has left (`ALTER ROLE … CONNECTION LIMIT`) once its pool's other backends are
+   * terminated, so that every new connection of its pool is refused ("too many connections for role").
+   */
+  | { readonly kind: 'pg-exhaust'; readonly node: number };
 
 export type FaultKind = Fault['kind'];
 
@@ -99,19 +109,22 @@ export interface Step {
   readonly op: Op;
 }
 
+/** The bus engine a run drives: one Redis server, a Redis Cluster, or PostgreSQL. */
+export type Engine = 'redis' | 'cluster' | 'postgres';
+
 export interface ScheduleOptions {
   readonly seed: number;
   /** How many client operations (listen, close, cancel, publish); faults and checks come on top. */
   readonly steps: number;
-  /** Cluster faults (failover, slot move) instead of the single server's. */
-  readonly cluster: boolean;
+  /** Whose faults: the single server's, the cluster's (failover, slot move) or PostgreSQL's. */
+  readonly engine: Engine;
 }
 
 /** Open streams the schedule allows before it closes rather than opens (a per-principal limit is far off). */
 const MAX_OPEN = 30;
 
 /** The schedule of a run: rounds of operations, each with one fault healed before its quiescence. */
-export function schedule({ seed, steps, cluster }: ScheduleOptions): Step[] {
+export function schedule({ seed, steps, engine }: ScheduleOptions): Step[] {
   const random = prng(seed);
   const int = (n: number): number => Math.floor(random() * n);
   const between = (low: number, high: number): number => low + int(high - low + 1);
@@ -158,7 +171,13 @@ export function schedule({ seed, steps, cluster }: ScheduleOptions): Step[] {
   };
 
   const fault = (): Fault => {
-    if (cluster) {
+    if (engine === 'postgres') {
+      const roll = random();
+      if (roll < 0.35) return { kind: 'pg-kill' };
+      if (roll < 0.7) return { kind: 'pg-terminate', node: int(NODES) };
+      return { kind: 'pg-exhaust', node: int(NODES) };
+    }
+    if (engine === 'cluster') {
       return random() < 0.5
         ? { kind: 'master-kill', key: pick(ALL_KEYS) }
         : { kind: 'slot-move', key: pick(ALL_KEYS), to: int(2) };
@@ -176,7 +195,8 @@ export function schedule({ seed, steps, cluster }: ScheduleOptions): Step[] {
     push({ type: 'fault', fault: drawn });
     for (let n = between(3, 10); n > 0 && ops < steps; n--) clientOp();
     // An outage of a second or so at least, so that it is one: the operations above take less.
-    push({ type: 'heal' }, drawn.kind === 'redis-kill' ? between(200, 1500) : 0);
+    const outage = drawn.kind === 'redis-kill' || drawn.kind === 'pg-kill' || drawn.kind === 'pg-exhaust';
+    push({ type: 'heal' }, outage ? between(200, 1500) : 0);
     // Straight after the heal, while the bus subscribes again: the race of a listen with that round.
     for (let n = between(2, 8); n > 0 && ops < steps; n--) clientOp();
     push({ type: 'quiesce' }, 0);
