@@ -434,18 +434,19 @@ describe('after the acknowledgement', () => {
   });
 
   test('after the terminal result the response is read to its end: its connection is reused, none is opened', async () => {
-    server.http!.closeAllConnections();
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    const before = server.connections;
     server.script = (exchange) => {
       acknowledge(exchange, { toolsListChanged: true }, resultFrame(exchange.body.id));
       setTimeout(() => exchange.res.end(), 20); // the end of the response comes after the result
     };
-    for (let i = 0; i < 3; i++) {
+    // The first listen may open a connection or reuse one; the three after it reuse that one. (Closing
+    // the server's connections first instead raced the client noticing it, on a loaded machine.)
+    let before = 0;
+    for (let i = 0; i < 4; i++) {
       expect(await (await subscribe()).ended).toBe('complete');
       await new Promise((resolve) => setTimeout(resolve, 50)); // the response's last bytes are read
+      if (i === 0) before = server.connections;
     }
-    expect(server.connections - before).toBe(1);
+    expect(server.connections - before).toBe(0);
   });
 
   test('a server that keeps the response open after its result is cut off after a second; the end is at once', async () => {
