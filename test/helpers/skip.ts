@@ -23,13 +23,13 @@ export function describeUnless(skipReason: string | undefined): (...args: Descri
 
 /**
  * Under CI (`CI` set), a missing prerequisite is a failure, not a skip: when `missing` is a string,
- * registers `<what> > is there (under CI the Redis suites never skip)`, a test failing with it. Call it
+ * registers `<what> > is there (under CI the server suites never skip)`, a test failing with it. Call it
  * at a suite file's top level, beside the `describeUnless(missing)` of the suites that need it.
  */
 export function failUnderCi(what: string, missing: string | undefined): void {
   if (!process.env.CI || missing === undefined) return;
   describe(what, () => {
-    test('is there (under CI the Redis suites never skip)', () => {
+    test('is there (under CI the server suites never skip)', () => {
       throw new Error(missing);
     });
   });
