@@ -205,7 +205,7 @@ const OBSERVED: readonly ObservedSpec[] = [
     name: 'mcp.subscriptions.listens.opened',
     type: 'counter',
     unit: '{stream}',
-    description: 'Listen streams opened, and listens that ended (cancelled or hung up) before they opened.',
+    description: 'Listen streams opened, and listens cancelled before they opened.',
     read: (sum) => sum.opened,
   },
   {
