@@ -382,7 +382,7 @@ export function createListenHandler<Req = unknown>(
       return;
     }
     if (gone || res.destroyed) {
-      reservation.left();
+      reservation.release();
       return;
     }
     if (
@@ -412,7 +412,7 @@ export function createListenHandler<Req = unknown>(
       await following;
       res.removeListener('close', onGone);
       if (gone || res.destroyed) {
-        reservation.left();
+        reservation.release();
         return;
       }
     }

@@ -163,14 +163,8 @@ export interface Reservation {
   follow(filter: NotificationFilter): Promise<void> | undefined;
   /** Opens the stream on `res` (headers, then the ack) and registers it; or completes it at once when its filter is empty. */
   open(res: StreamResponse, init: OpenInit): ListenStream;
-  /** Gives the slot back without opening (authorization failed, or the hub is closing). Idempotent. */
+  /** Gives the slot back without opening (the client left, or authorization failed). Idempotent. */
   release(): void;
-  /**
-   * The client hung up while the listen waited to open (for its checks, or for the bus): the slot and
-   * the bus interest are given back, and the listen counts as opened and closed `client`, as a hang-up
-   * of an open stream does. Nothing once released, cancelled or opened.
-   */
-  left(): void;
   /**
    * Lets a `notifications/cancelled` end this listen while it waits to open (for its checks, or for
    * the bus): one naming its id from the same principal, received here ({@link HubEngine.cancel}) or
@@ -592,13 +586,6 @@ export class SubscriptionHub implements Hub {
     };
     return {
       release,
-      left: () => {
-        if (!held) return;
-        release();
-        // Not a refusal (the server said no to nothing): `opened = openStreams + sum(closed)` still holds.
-        this.opened++;
-        this.closedBy.client++;
-      },
       cancellable: (listener) => {
         onCancelled = listener;
         if (!held || waitingKey !== undefined || id === null || isAnonymous(principal)) return;

@@ -405,8 +405,8 @@ export interface HubStats {
    */
   resynced: number;
   /**
-   * Streams opened, and listens ended while still waiting to open: cancelled (also in
-   * `closed.cancelled`) or hung up (also in `closed.client`). Always `openStreams` plus the sum of {@link closed}.
+   * Streams opened, and listens cancelled while still waiting to open (also in `closed.cancelled`):
+   * always `openStreams` plus the sum of {@link closed}.
    */
   opened: number;
   /** Streams closed, by reason: each stream counted in {@link opened} once, when it stops taking events. */
