@@ -55,6 +55,7 @@ export { ListenStream } from './listen-stream.ts';
 export type { DeliverOutcome, StreamResponse } from './listen-stream.ts';
 export { KEEPALIVE_FRAME, SSE_HEADERS } from './sse.ts';
 export { CLOSED_BEFORE_HEAD_STATUS, WEB_HIGH_WATER_MARK, WebStreamResponse } from './web-response.ts';
+export { BusMembers } from './bus-members.ts';
 export { InterestReconciler } from './interest.ts';
 export type { GapKeys, InterestHooks, InterestKeyType, InterestOptions, InterestTransport } from './interest.ts';
 export { DEFAULT_BACKLOG_KEYS, UnsentBacklog } from './backlog.ts';

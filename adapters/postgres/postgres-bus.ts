@@ -7,6 +7,7 @@
  */
 import diagnostics from 'node:diagnostics_channel';
 import {
+  BusMembers,
   ErrorCode,
   EventError,
   InterestReconciler,
@@ -24,7 +25,6 @@ import {
   type EventContext,
   type GapKeys,
   type Logger,
-  type RequestId,
   type SubscriptionBus,
   type SubscriptionEvent,
 } from '../../lib/internal.ts';
@@ -229,7 +229,7 @@ export class PostgresBus implements SubscriptionBus {
   /** Writes `publishIn()`'s messages: under a node id of their own, so that this node delivers them too, on COMMIT. */
   private readonly committedWire: Wire;
   private readonly channels: Channels;
-  private readonly members = new Set<BusListener>();
+  private readonly members: BusMembers;
   private readonly counters = {
     published: 0,
     publishedIn: 0,
@@ -288,6 +288,7 @@ export class PostgresBus implements SubscriptionBus {
   constructor(options: PostgresBusOptions) {
     this.options = resolvePostgresBusOptions(options);
     this.logger = this.options.logger;
+    this.members = new BusMembers(this.logger);
     this.nodeId = this.options.nodeId;
     this.channels = new Channels(this.options.channelPrefix, this.options.routing === 'broadcast');
     this.wire = new Wire(this.nodeId, { refs: true });
@@ -361,18 +362,13 @@ export class PostgresBus implements SubscriptionBus {
 
   /** Joins the bus: `listener` receives what every other member, here or on another node, publishes. */
   join(listener: BusListener): BusMember {
-    // Each membership is its own object, so one hub joining twice is two members.
-    const member: BusListener = {
-      event: (event, context) => listener.event(event, context),
-      cancel: (principal, id) => listener.cancel(principal, id),
-      resync: (keys) => listener.resync?.(keys),
-    };
+    const member = this.members.wrap(listener);
     if (this.closing === undefined) this.members.add(member);
     const joined: BusMember = {
       publish: (event, context) => {
         if (!this.members.has(member)) return;
         // Members in this process get the caller's context as it is, as on a MemoryBus.
-        for (const other of this.members) if (other !== member) this.hand(other, event, context);
+        this.members.event(event, context, member);
         let body: string;
         try {
           body = this.wire.body(event);
@@ -388,7 +384,7 @@ export class PostgresBus implements SubscriptionBus {
       },
       cancel: (principal, id) => {
         if (!this.members.has(member)) return;
-        for (const other of this.members) if (other !== member) this.handCancel(other, principal, id);
+        this.members.cancel(principal, id, member);
         this.send(this.channels.key('c', principal), this.wire.cancel(principal, id), undefined);
       },
       leave: () => {
@@ -879,11 +875,11 @@ export class PostgresBus implements SubscriptionBus {
         return;
       case 'event':
         this.counters.received++;
-        for (const member of this.members) this.hand(member, message.event, message.context);
+        this.members.event(message.event, message.context);
         return;
       case 'cancel':
         this.counters.received++;
-        for (const member of this.members) this.handCancel(member, message.principal, message.id);
+        this.members.cancel(message.principal, message.id);
         return;
       case 'resync':
         this.counters.received++;
@@ -897,29 +893,7 @@ export class PostgresBus implements SubscriptionBus {
   /** Keys whose channel had a gap (now LISTENed again): this node's streams that follow them are told. */
   private resync(keys: GapKeys | 'all'): void {
     this.counters.resyncs++;
-    for (const member of this.members) {
-      try {
-        member.resync?.(keys);
-      } catch (error) {
-        this.logger.error('a bus member failed to take a resync', { error });
-      }
-    }
-  }
-
-  private hand(member: BusListener, event: SubscriptionEvent, context: EventContext | undefined): void {
-    try {
-      member.event(event, context);
-    } catch (error) {
-      this.logger.error('a bus member failed to take an event', { error });
-    }
-  }
-
-  private handCancel(member: BusListener, principal: string, id: RequestId): void {
-    try {
-      member.cancel(principal, id);
-    } catch (error) {
-      this.logger.error('a bus member failed to take a cancellation', { error });
-    }
+    this.members.resync(keys);
   }
 
   private reportDrop(channel: string, reason: DropReason): void {

@@ -9,6 +9,7 @@
 import { createHash } from 'node:crypto';
 import diagnostics from 'node:diagnostics_channel';
 import {
+  BusMembers,
   InterestReconciler,
   UnsentBacklog,
   type BusListener,
@@ -18,7 +19,6 @@ import {
   type InterestKeyType,
   type ListChangedKind,
   type Logger,
-  type RequestId,
   type SubscriptionBus,
   type SubscriptionEvent,
 } from '../../lib/internal.ts';
@@ -203,7 +203,7 @@ export class RedisBus implements SubscriptionBus {
   private readonly routing: ResolvedRouting;
   private readonly logger: Logger;
   private readonly wire: Wire;
-  private readonly members = new Set<BusListener>();
+  private readonly members: BusMembers;
   private readonly counters = {
     published: 0,
     received: 0,
@@ -262,6 +262,7 @@ export class RedisBus implements SubscriptionBus {
   constructor(options: RedisBusOptions) {
     this.options = resolveRedisBusOptions(options);
     this.logger = this.options.logger;
+    this.members = new BusMembers(this.logger);
     this.nodeId = this.options.nodeId;
     this.routing = this.options.routing;
     const prefix = this.options.channelPrefix;
@@ -332,18 +333,13 @@ export class RedisBus implements SubscriptionBus {
 
   /** Joins the bus: `listener` receives what every other member, here or on another node, publishes. */
   join(listener: BusListener): BusMember {
-    // Each membership is its own object, so one hub joining twice is two members.
-    const member: BusListener = {
-      event: (event, context) => listener.event(event, context),
-      cancel: (principal, id) => listener.cancel(principal, id),
-      resync: (keys) => listener.resync?.(keys),
-    };
+    const member = this.members.wrap(listener);
     if (this.closing === undefined) this.members.add(member);
     const joined: BusMember = {
       publish: (event, context) => {
         if (!this.members.has(member)) return;
         // Members in this process get the caller's context as it is, as on a MemoryBus.
-        for (const other of this.members) if (other !== member) this.hand(other, event, context);
+        this.members.event(event, context, member);
         let body: string;
         try {
           body = this.wire.body(event);
@@ -359,7 +355,7 @@ export class RedisBus implements SubscriptionBus {
       },
       cancel: (principal, id) => {
         if (!this.members.has(member)) return;
-        for (const other of this.members) if (other !== member) this.handCancel(other, principal, id);
+        this.members.cancel(principal, id, member);
         this.send(this.keyChannel('c', principal), this.wire.cancel(principal, id));
         if (this.legacyNodes > 0) this.send(this.channel, this.wire.legacyCancel(principal, id));
       },
@@ -482,13 +478,7 @@ export class RedisBus implements SubscriptionBus {
   /** Keys whose channel had a gap (now subscribed again): this node's streams that follow them are told. */
   private resync(keys: GapKeys | 'all'): void {
     this.counters.resyncs++;
-    for (const member of this.members) {
-      try {
-        member.resync?.(keys);
-      } catch (error) {
-        this.logger.error('a bus member failed to take a resync', { error });
-      }
-    }
+    this.members.resync(keys);
   }
 
   private chunks(channels: readonly string[]): string[][] {
@@ -789,11 +779,11 @@ export class RedisBus implements SubscriptionBus {
         return;
       case 'event':
         this.counters.received++;
-        for (const member of this.members) this.hand(member, message.event, message.context);
+        this.members.event(message.event, message.context);
         return;
       case 'cancel':
         this.counters.received++;
-        for (const member of this.members) this.handCancel(member, message.principal, message.id);
+        this.members.cancel(message.principal, message.id);
         return;
       case 'resync':
         this.counters.received++;
@@ -801,22 +791,6 @@ export class RedisBus implements SubscriptionBus {
         return;
     }
   };
-
-  private hand(member: BusListener, event: SubscriptionEvent, context: EventContext | undefined): void {
-    try {
-      member.event(event, context);
-    } catch (error) {
-      this.logger.error('a bus member failed to take an event', { error });
-    }
-  }
-
-  private handCancel(member: BusListener, principal: string, id: RequestId): void {
-    try {
-      member.cancel(principal, id);
-    } catch (error) {
-      this.logger.error('a bus member failed to take a cancellation', { error });
-    }
-  }
 
   private reportDrop(channel: string, reason: DropReason): void {
     this.reportOnce(
